@@ -1,0 +1,31 @@
+"""What a handler knows about the request it is answering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from minikafka.protocol.headers import RequestHeader
+
+if TYPE_CHECKING:
+    from minikafka.broker.connection import Connection
+    from minikafka.broker.server import Broker
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka would close the connection instead of answering."""
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    connection: Connection
+    header: RequestHeader
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id

@@ -1,0 +1,40 @@
+"""ApiVersions (key 18): what this broker speaks, with the KIP-511 fallback (reference §2.4)."""
+
+from __future__ import annotations
+
+import re
+import struct
+from typing import Any
+
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from minikafka.broker.context import RequestContext
+from minikafka.errors import ErrorCode
+from minikafka.protocol.apis import ApiSpec
+
+API_KEY = 18
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def unsupported_version_body(table: dict[int, ApiSpec]) -> bytes:
+    """A v0-format body with UNSUPPORTED_VERSION listing ApiVersions' own range."""
+    spec = table[API_KEY]
+    return struct.pack(">hihhh", ErrorCode.UNSUPPORTED_VERSION, 1, API_KEY, spec.min_version, spec.max_version)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    Response = ApiVersionsResponse[version]
+    error = ErrorCode.NONE
+    if version >= 3:
+        for value in (request.client_software_name, request.client_software_version):
+            if not value or not _SOFTWARE.fullmatch(value):
+                error = ErrorCode.INVALID_REQUEST
+    keys = [] if error else [
+        Response.ApiVersion(api_key=spec.key, min_version=spec.min_version, max_version=spec.max_version)
+        for spec in sorted(ctx.broker.api_table.values(), key=lambda s: s.key)
+    ]
+    fields: dict[str, Any] = {"error_code": error, "api_keys": keys}
+    if version >= 1:
+        fields["throttle_time_ms"] = 0
+    return Response(**fields)

@@ -1,0 +1,103 @@
+"""CreateTopics (key 19): validated like Kafka, created on disk unless validate_only."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka.protocol.admin import CreateTopicsResponse
+
+from minikafka.broker.context import RequestContext
+from minikafka.broker.topics import collides, topic_name_error
+from minikafka.config import parse_topic_configs
+from minikafka.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("minikafka.admin")
+MAX_PARTITIONS = 100_000
+
+
+def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, dict[str, Any]]:
+    """(partitions, replication factor, configs) for a creatable topic, or a KafkaError."""
+    broker = ctx.broker
+    assert broker.logs is not None
+    name = topic.name
+    if name in seen:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"topic {name} appears more than once in the request")
+    reason = topic_name_error(name)
+    if reason:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+    existing = broker.logs.topics()
+    if name in existing:
+        raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+    other = collides(name, existing)
+    if other:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with existing topic {other!r}")
+    if topic.assignments:
+        partitions = len(topic.assignments)
+        for a in topic.assignments:
+            if list(a.broker_ids) != [broker.node_id]:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"replicas must be [{broker.node_id}] on this single-node cluster")
+        replication = 1
+    else:
+        partitions = topic.num_partitions if topic.num_partitions != -1 else broker.config.get("num.partitions")
+        replication = (
+            topic.replication_factor if topic.replication_factor != -1
+            else broker.config.get("default.replication.factor")
+        )
+    if partitions <= 0 or partitions > MAX_PARTITIONS:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
+    if replication <= 0:
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
+    if replication > 1:
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"replication factor: {replication} larger than available brokers: 1")
+    configs = {c.name: c.value for c in topic.configs}
+    try:
+        parse_topic_configs(configs)
+    except ValueError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    return partitions, replication, configs
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    broker = ctx.broker
+    assert broker.logs is not None
+    Response = CreateTopicsResponse[version]
+    Result = Response.CreatableTopicResult
+    results = []
+    seen: set[str] = set()
+    names = [t.name for t in request.topics]
+    for topic in request.topics:
+        fields: dict[str, Any] = {"name": topic.name, "error_code": 0, "error_message": None}
+        try:
+            if names.count(topic.name) > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"topic {topic.name} appears more than once")
+            partitions, replication, configs = _check(ctx, topic, seen)
+            seen.add(topic.name)
+            if not request.validate_only:
+                info = broker.logs.create_topic(topic.name, partitions, configs)
+                for p in range(partitions):
+                    partition_log = broker.logs.get_log(topic.name, p)
+                    if partition_log is not None:
+                        broker.attach_log(partition_log)
+                log.info("created topic %s with %d partition(s) %s", topic.name, partitions, configs or "")
+                if version >= 7:
+                    fields["topic_id"] = info.topic_id
+            if version >= 5:
+                fields["num_partitions"] = partitions
+                fields["replication_factor"] = replication
+                effective = broker.config.topic_defaults() | parse_topic_configs(configs)
+                fields["configs"] = [
+                    Result.CreatableTopicConfigs(name=k, value=str(v), read_only=False,
+                                                 config_source=1 if k in configs else 5, is_sensitive=False)
+                    for k, v in sorted(effective.items())
+                ]
+        except KafkaError as exc:
+            fields["error_code"] = exc.code
+            fields["error_message"] = exc.message
+        if version < 1:
+            fields.pop("error_message")
+        results.append(Result(**fields))
+    return Response(throttle_time_ms=0, topics=results)

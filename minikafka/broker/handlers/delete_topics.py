@@ -1,0 +1,55 @@
+"""DeleteTopics (key 20): by name (v0-5) or by name or id (v6+)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from kafka.protocol.admin import DeleteTopicsResponse
+
+from minikafka.broker.context import RequestContext
+from minikafka.broker.topics import is_internal
+from minikafka.errors import ErrorCode
+
+log = logging.getLogger("minikafka.admin")
+ZERO_UUID = uuid.UUID(int=0)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    broker = ctx.broker
+    logs = broker.logs
+    assert logs is not None
+    Response = DeleteTopicsResponse[version]
+    Result = Response.DeletableTopicResult
+    if version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        topics = logs.topics()
+        error, message = ErrorCode.NONE, None
+        if name is None and topic_id not in (None, ZERO_UUID):
+            name = next((i.name for i in topics.values() if i.topic_id == topic_id), None)
+            if name is None:
+                error = ErrorCode.UNKNOWN_TOPIC_ID
+        info = topics.get(name) if name is not None else None
+        if error == ErrorCode.NONE:
+            if info is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not broker.config.get("delete.topic.enable"):
+                error = ErrorCode.TOPIC_DELETION_DISABLED
+            elif is_internal(name):
+                error, message = ErrorCode.INVALID_REQUEST, f"cannot delete internal topic {name}"
+            else:
+                logs.delete_topic(name)
+                log.info("deleted topic %s", name)
+        fields: dict[str, Any] = {"name": name, "error_code": error}
+        if version >= 5:
+            fields["error_message"] = message
+        if version >= 6:
+            fields["topic_id"] = info.topic_id if info is not None else (topic_id or ZERO_UUID)
+        results.append(Result(**fields))
+    return Response(throttle_time_ms=0, responses=results)

@@ -1,0 +1,38 @@
+"""DescribeProducers (key 61): a partition's idempotent-producer state, for admin clients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DescribeProducersResponse
+
+from minikafka.broker.context import RequestContext
+from minikafka.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    logs = ctx.broker.logs
+    assert logs is not None
+    Response = DescribeProducersResponse[ctx.api_version]
+    Topic = Response.TopicResponse
+    Partition = Topic.PartitionResponse
+    State = Partition.ProducerState
+    topics_out = []
+    for topic in request.topics:
+        parts = []
+        for index in topic.partition_indexes:
+            partition_log = logs.get_log(topic.name, index)
+            if partition_log is None:
+                parts.append(Partition(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                       error_message=None, active_producers=[]))
+                continue
+            active = []
+            for pid, entry in sorted(partition_log.producer_state.producers().items()):
+                last_seq = entry.batches[-1].last_seq if entry.batches else -1
+                active.append(State(producer_id=pid, producer_epoch=entry.epoch, last_sequence=last_seq,
+                                    last_timestamp=entry.last_timestamp,
+                                    coordinator_epoch=entry.coordinator_epoch,
+                                    current_txn_start_offset=entry.current_txn_first_offset))
+            parts.append(Partition(partition_index=index, error_code=0, error_message=None, active_producers=active))
+        topics_out.append(Topic(name=topic.name, partitions=parts))
+    return Response(throttle_time_ms=0, topics=topics_out)

@@ -1,0 +1,94 @@
+"""Fetch (key 1): whole batches from the fetch offset, with min_bytes/max_wait long-polling.
+
+The response holds whole batches starting with the one that contains the fetch offset; the
+client skips records before its offset. ``max_bytes`` and ``partition_max_bytes`` are soft
+limits in Kafka's sense: the first batch of the response is returned whole even if larger.
+minikafka declines incremental fetch sessions (KIP-227) by answering session id 0, which
+every client treats as "send full fetch requests".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kafka.protocol.consumer import FetchResponse
+
+from minikafka.broker.context import RequestContext
+from minikafka.errors import ErrorCode, KafkaError
+
+
+def _read_all(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[dict[str, Any]]]], int]:
+    logs = ctx.broker.logs
+    assert logs is not None
+    remaining = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
+    total = 0
+    first = True
+    out = []
+    for topic in request.topics:
+        parts = []
+        for part in topic.partitions:
+            entry: dict[str, Any] = {
+                "partition_index": part.partition,
+                "error_code": ErrorCode.NONE,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "records": b"",
+            }
+            partition_log = logs.get_log(topic.topic, part.partition)
+            if partition_log is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                entry["high_watermark"] = partition_log.high_watermark
+                entry["last_stable_offset"] = partition_log.high_watermark
+                entry["log_start_offset"] = partition_log.log_start_offset
+                limit = min(part.partition_max_bytes, remaining)
+                try:
+                    if limit > 0 or first:
+                        data = partition_log.read(part.fetch_offset, max(limit, 0), min_one=first)
+                    else:
+                        data = b""
+                except KafkaError as exc:
+                    entry["error_code"] = exc.code
+                    data = b""
+                if data:
+                    first = False
+                    remaining -= len(data)
+                    total += len(data)
+                entry["records"] = data
+            parts.append(entry)
+        out.append((topic.topic, parts))
+    return out, total
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    broker = ctx.broker
+    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
+    while True:
+        results, total = _read_all(ctx, request)
+        errors = any(p["error_code"] for _, parts in results for p in parts)
+        left = deadline - time.monotonic()
+        if total >= max(request.min_bytes, 1) or errors or left <= 0 or not broker.started:
+            break
+        await broker.fetch_waiters.wait(keys, left)
+
+    Response = FetchResponse[version]
+    Topic = Response.FetchableTopicResponse
+    Partition = Topic.PartitionData
+    topics_out = []
+    for name, parts in results:
+        partitions = []
+        for p in parts:
+            p["aborted_transactions"] = None if p["error_code"] else []
+            if version >= 11:
+                p["preferred_read_replica"] = -1
+            partitions.append(Partition(**p))
+        topics_out.append(Topic(topic=name, partitions=partitions))
+    fields: dict[str, Any] = {"throttle_time_ms": 0, "responses": topics_out}
+    if version >= 7:
+        fields["error_code"] = 0
+        fields["session_id"] = 0
+    return Response(**fields)

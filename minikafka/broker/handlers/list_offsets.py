@@ -1,0 +1,55 @@
+"""ListOffsets (key 2): earliest, latest, max-timestamp and by-timestamp lookups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import ListOffsetsResponse
+
+from minikafka.broker.context import RequestContext
+from minikafka.errors import ErrorCode
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    logs = ctx.broker.logs
+    assert logs is not None
+    Response = ListOffsetsResponse[version]
+    Topic = Response.ListOffsetsTopicResponse
+    Partition = Topic.ListOffsetsPartitionResponse
+    topics_out = []
+    for topic in request.topics:
+        parts = []
+        for part in topic.partitions:
+            partition_log = logs.get_log(topic.name, part.partition_index)
+            error, offset, timestamp = ErrorCode.NONE, -1, -1
+            if partition_log is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.timestamp == LATEST:
+                offset = partition_log.high_watermark
+            elif part.timestamp in (EARLIEST, EARLIEST_LOCAL):
+                offset = partition_log.log_start_offset
+            elif part.timestamp == MAX_TIMESTAMP:
+                offset, timestamp = partition_log.max_timestamp_offset()
+            elif part.timestamp < 0:
+                error = ErrorCode.INVALID_REQUEST
+            else:
+                found = partition_log.offset_for_timestamp(part.timestamp)
+                if found is not None:
+                    offset, timestamp = found
+            fields: dict[str, Any] = {
+                "partition_index": part.partition_index,
+                "error_code": error,
+                "timestamp": timestamp,
+                "offset": offset,
+            }
+            if version >= 4:
+                fields["leader_epoch"] = 0 if offset >= 0 else -1
+            parts.append(Partition(**fields))
+        topics_out.append(Topic(name=topic.name, partitions=parts))
+    return Response(throttle_time_ms=0, topics=topics_out)

@@ -1,0 +1,97 @@
+"""Metadata (key 3): brokers, cluster id, controller, topics and partitions (reference §2.5).
+
+A single node is every partition's leader, its only replica and the controller. Unknown topics
+are auto-created here (never by Produce) when both the broker setting and the request allow it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from kafka.protocol.metadata import MetadataResponse
+
+from minikafka.broker.context import RequestContext
+from minikafka.broker.topics import collides, is_internal, topic_name_error
+from minikafka.errors import ErrorCode
+
+log = logging.getLogger("minikafka.metadata")
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def auto_create(ctx: RequestContext, name: str) -> ErrorCode:
+    """Create ``name`` with the broker defaults; the error code for a name that cannot be created."""
+    broker = ctx.broker
+    assert broker.logs is not None
+    if topic_name_error(name) or collides(name, broker.logs.topics()):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    broker.logs.create_topic(name, broker.config.get("num.partitions"), {})
+    for partition in range(broker.config.get("num.partitions")):
+        partition_log = broker.logs.get_log(name, partition)
+        if partition_log is not None:
+            broker.attach_log(partition_log)
+    log.info("auto-created topic %s with %d partition(s)", name, broker.config.get("num.partitions"))
+    return ErrorCode.NONE
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    broker = ctx.broker
+    logs = broker.logs
+    assert logs is not None
+    Response = MetadataResponse[version]
+    Topic = Response.MetadataResponseTopic
+    Partition = Topic.MetadataResponsePartition
+
+    topics = logs.topics()
+    wanted: list[tuple[str | None, uuid.UUID | None]]
+    if request.topics is None or (version == 0 and not request.topics):
+        wanted = [(name, None) for name in sorted(topics)]
+    else:
+        wanted = []
+        for t in request.topics:
+            topic_id = getattr(t, "topic_id", None)
+            if t.name is None and topic_id is not None and topic_id != ZERO_UUID:
+                by_id = next((info.name for info in topics.values() if info.topic_id == topic_id), None)
+                wanted.append((by_id, topic_id))
+            else:
+                wanted.append((t.name, None))
+    allow_auto = version < 4 or bool(request.allow_auto_topic_creation)
+
+    out = []
+    for name, requested_id in wanted:
+        if name is None:
+            out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=requested_id or ZERO_UUID,
+                             is_internal=False, partitions=[]))
+            continue
+        info = topics.get(name)
+        if info is None:
+            if topic_name_error(name):
+                error = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif allow_auto and broker.config.get("auto.create.topics.enable") and not is_internal(name):
+                error = auto_create(ctx, name)
+            else:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            info = logs.topics().get(name) if error == ErrorCode.NONE else None
+            if info is None:
+                out.append(Topic(error_code=error, name=name, topic_id=ZERO_UUID, is_internal=False,
+                                 partitions=[]))
+                continue
+        node = broker.node_id
+        partitions = [
+            Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=0, replica_nodes=[node],
+                      isr_nodes=[node], offline_replicas=[])
+            for p in range(info.partitions)
+        ]
+        out.append(Topic(error_code=0, name=name, topic_id=info.topic_id, is_internal=is_internal(name),
+                         partitions=partitions))
+
+    return Response(
+        throttle_time_ms=0,
+        brokers=[Response.MetadataResponseBroker(node_id=broker.node_id, host=broker.advertised_host,
+                                                 port=broker.advertised_port, rack=None)],
+        cluster_id=logs.cluster_id,
+        controller_id=broker.node_id,
+        topics=out,
+    )

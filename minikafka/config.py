@@ -1,0 +1,148 @@
+"""Broker and topic settings, under Kafka's own names and with Kafka's defaults.
+
+Settings come from (lowest to highest priority) the defaults below, ``MINIKAFKA_*`` environment
+variables (``MINIKAFKA_LOG_SEGMENT_BYTES=1048576`` sets ``log.segment.bytes``), and
+``--config key=value`` on the command line or the ``config`` mapping of the Python API.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LONG_MAX = 9223372036854775807
+
+#: Broker settings minikafka honours: name -> (type, default).
+BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
+    "num.partitions": (int, 1),
+    "default.replication.factor": (int, 1),
+    "auto.create.topics.enable": (bool, True),
+    "delete.topic.enable": (bool, True),
+    "message.max.bytes": (int, 1048588),
+    "socket.request.max.bytes": (int, 104857600),
+    "log.segment.bytes": (int, 1073741824),
+    "log.roll.ms": (int, 604800000),
+    "log.index.interval.bytes": (int, 4096),
+    "log.index.size.max.bytes": (int, 10485760),
+    "log.retention.ms": (int, 604800000),
+    "log.retention.bytes": (int, -1),
+    "log.retention.check.interval.ms": (int, 300000),
+    "log.flush.interval.messages": (int, LONG_MAX),
+    "log.flush.interval.ms": (int, LONG_MAX),
+    "log.flush.offset.checkpoint.interval.ms": (int, 60000),
+    "log.message.timestamp.type": (str, "CreateTime"),
+    "log.message.timestamp.before.max.ms": (int, LONG_MAX),
+    "log.message.timestamp.after.max.ms": (int, LONG_MAX),
+    "log.cleanup.policy": (str, "delete"),
+    "compression.type": (str, "producer"),
+    "producer.id.expiration.ms": (int, 86400000),
+    "producer.id.expiration.check.interval.ms": (int, 600000),
+    "group.initial.rebalance.delay.ms": (int, 3000),
+    "group.min.session.timeout.ms": (int, 6000),
+    "group.max.session.timeout.ms": (int, 1800000),
+    "group.max.size": (int, 2147483647),
+    "offsets.retention.minutes": (int, 10080),
+    "max.connections": (int, 2147483647),
+    "max.connections.per.ip": (int, 2147483647),
+    "connections.max.idle.ms": (int, 600000),
+    "min.insync.replicas": (int, 1),
+}
+
+#: Topic-level settings: topic name -> (broker setting it defaults to, type).
+TOPIC_CONFIG_SOURCES: dict[str, tuple[str, type]] = {
+    "segment.bytes": ("log.segment.bytes", int),
+    "segment.ms": ("log.roll.ms", int),
+    "segment.index.bytes": ("log.index.size.max.bytes", int),
+    "index.interval.bytes": ("log.index.interval.bytes", int),
+    "retention.ms": ("log.retention.ms", int),
+    "retention.bytes": ("log.retention.bytes", int),
+    "max.message.bytes": ("message.max.bytes", int),
+    "message.timestamp.type": ("log.message.timestamp.type", str),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms", int),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms", int),
+    "flush.messages": ("log.flush.interval.messages", int),
+    "flush.ms": ("log.flush.interval.ms", int),
+    "cleanup.policy": ("log.cleanup.policy", str),
+    "compression.type": ("compression.type", str),
+    "min.insync.replicas": ("min.insync.replicas", int),
+}
+
+
+def _convert(kind: type, value: Any, name: str) -> Any:
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    text = str(value).strip()
+    if kind is bool:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise ValueError(f"{name}: expected true or false, got {value!r}")
+    if kind is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{name}: expected an integer, got {value!r}") from None
+    return text
+
+
+def parse_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate and convert broker settings; unknown names are kept as strings."""
+    out: dict[str, Any] = {}
+    for name, value in settings.items():
+        if name in BROKER_DEFAULTS:
+            out[name] = _convert(BROKER_DEFAULTS[name][0], value, name)
+        else:
+            out[name] = str(value)
+    return out
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``MINIKAFKA_LOG_SEGMENT_BYTES`` -> ``log.segment.bytes`` for every known broker setting."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for name in BROKER_DEFAULTS:
+        key = "MINIKAFKA_" + name.upper().replace(".", "_")
+        if key in environ:
+            out[name] = environ[key]
+    return out
+
+
+@dataclass
+class BrokerConfig:
+    """Everything a broker needs to start: listener, identity, data dir and Kafka settings."""
+
+    host: str = "127.0.0.1"
+    port: int = 9092
+    data_dir: str = "./minikafka-data"
+    node_id: int = 1
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    fsync: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.settings = parse_settings(self.settings)
+
+    def get(self, name: str) -> Any:
+        """A broker setting, falling back to Kafka's default."""
+        if name in self.settings:
+            return self.settings[name]
+        return BROKER_DEFAULTS[name][1]
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """Topic-level settings as a topic created now would get them."""
+        return {name: self.get(source) for name, (source, _kind) in TOPIC_CONFIG_SOURCES.items()}
+
+
+def parse_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert topic-level overrides; raises ValueError for unknown names or bad values."""
+    out: dict[str, Any] = {}
+    for name, value in configs.items():
+        if name not in TOPIC_CONFIG_SOURCES:
+            raise ValueError(f"unknown topic config {name}")
+        kind = TOPIC_CONFIG_SOURCES[name][1]
+        out[name] = _convert(kind, value, name)
+    return out

@@ -1,0 +1,109 @@
+"""What one Spark task does: turn a segment slice into Arrow record batches.
+
+Batches are collected into groups of a few MiB of (decompressed) records, each group is decoded
+at once (:func:`.records.decode_records`) and becomes one Arrow record batch. Control batches
+(transaction markers) and empty batches (left by compaction to keep producer state) carry no
+records for a reader and are passed over, as a consumer does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from minikafka.spark_export.arrow_build import BatchFields, build_record_batch
+from minikafka.spark_export.codecs import CodecError, decompress
+from minikafka.spark_export.records import RecordFormatError, decode_records
+from minikafka.spark_export.scan import BatchReader, SegmentSlice
+from minikafka.storage.batch import BatchHeader
+
+#: Decompressed record bytes per Arrow batch, and a cap on its rows.
+GROUP_BYTES = 4 << 20
+GROUP_RECORDS = 65536
+
+
+@dataclass(slots=True)
+class _Group:
+    headers: list[BatchHeader] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    sections: list[bytes | memoryview] = field(default_factory=list)
+    nbytes: int = 0
+    records: int = 0
+
+    def add(self, position: int, header: BatchHeader, section: bytes | memoryview) -> None:
+        self.positions.append(position)
+        self.headers.append(header)
+        self.sections.append(section)
+        self.nbytes += len(section)
+        self.records += header.records_count
+
+    def drop(self, i: int) -> None:
+        self.positions.pop(i)
+        header = self.headers.pop(i)
+        section = self.sections.pop(i)
+        self.nbytes -= len(section)
+        self.records -= header.records_count
+
+
+def batch_fields(headers: list[BatchHeader]) -> BatchFields:
+    attrs = np.fromiter((h.attributes for h in headers), dtype=np.int64, count=len(headers))
+    return BatchFields(
+        base_offset=np.fromiter((h.base_offset for h in headers), dtype=np.int64, count=len(headers)),
+        log_append_time=(attrs & 0x08) != 0,
+        base_timestamp=np.fromiter((h.base_timestamp for h in headers), dtype=np.int64, count=len(headers)),
+        max_timestamp=np.fromiter((h.max_timestamp for h in headers), dtype=np.int64, count=len(headers)),
+        producer_id=np.fromiter((h.producer_id for h in headers), dtype=np.int64, count=len(headers)),
+        producer_epoch=np.fromiter((h.producer_epoch for h in headers), dtype=np.int64, count=len(headers)),
+        base_sequence=np.fromiter((h.base_sequence for h in headers), dtype=np.int64, count=len(headers)),
+        transactional=(attrs & 0x10) != 0,
+    )
+
+
+class SliceReader:
+    """Reads one :class:`SegmentSlice` into Arrow record batches of ``schema``."""
+
+    def __init__(self, sl: SegmentSlice, schema: pa.Schema, fail_on_data_loss: bool) -> None:
+        self.slice = sl
+        self.schema = schema
+        self.batches = BatchReader(sl, fail_on_data_loss)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        group = _Group()
+        for position, header, section in self.batches:
+            if header.is_control or header.records_count == 0:
+                continue
+            if header.compression:
+                try:
+                    section = decompress(header.compression, section)
+                except CodecError as exc:
+                    self.batches.damaged(position, f"batch at offset {header.base_offset}: {exc}")
+                    continue
+            group.add(position, header, section)
+            if group.nbytes >= GROUP_BYTES or group.records >= GROUP_RECORDS:
+                yield from self._emit(group)
+                group = _Group()
+        if group.headers:
+            yield from self._emit(group)
+
+    def _emit(self, group: _Group) -> Iterator[pa.RecordBatch]:
+        while group.headers:
+            try:
+                cols = decode_records(group.sections, [h.records_count for h in group.headers])
+            except RecordFormatError as exc:
+                bad = exc.batch if exc.batch is not None else 0
+                self.batches.damaged(group.positions[bad], f"batch at offset {group.headers[bad].base_offset}: {exc}")
+                group.drop(bad)
+                continue
+            fields = batch_fields(group.headers)
+            sl = self.slice
+            first, last = group.headers[0], group.headers[-1]
+            if first.base_offset < sl.start_offset or last.last_offset >= sl.end_offset:
+                offsets = fields.base_offset[cols.batch] + cols.offset_delta
+                rows = np.flatnonzero((offsets >= sl.start_offset) & (offsets < sl.end_offset))
+                cols = cols.take(rows)
+            if len(cols):
+                yield build_record_batch(cols, fields, sl.topic, sl.partition, self.schema)
+            return

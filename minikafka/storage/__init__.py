@@ -1,0 +1,12 @@
+"""minikafka's storage: Kafka-format partition logs, producer state and snapshots.
+
+The broker's handlers talk to storage through two objects:
+
+* :class:`~minikafka.storage.log_manager.LogManager` owns the data dir: ``meta.properties``,
+  the clean-shutdown marker, checkpoint files, the topic catalogue, and one
+  :class:`~minikafka.storage.log.PartitionLog` per partition.
+* :class:`~minikafka.storage.log.PartitionLog` owns one partition directory: segments
+  (``.log``/``.index``/``.timeindex``), its :class:`ProducerStateManager`, and snapshots.
+
+Record batches are handled by their 61-byte header only (:mod:`minikafka.storage.batch`).
+"""

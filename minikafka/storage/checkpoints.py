@@ -1,0 +1,179 @@
+"""Small metadata files of a data directory, in Kafka's formats (reference §6.7-6.9).
+
+* ``recovery-point-offset-checkpoint`` / ``log-start-offset-checkpoint``: ``0``, entry count, then
+  ``<topic> <partition> <offset>`` lines;
+* ``meta.properties``: Java properties with ``version=1``, ``cluster.id``, ``node.id``;
+* ``<topic>-<n>/partition.metadata``: ``version: 0`` and ``topic_id: <base64url uuid>``;
+* ``.kafka_cleanshutdown``: present only between a clean shutdown and the next start.
+
+Every file is written to ``<name>.tmp``, fsynced, renamed over the old one, and the directory fsynced,
+so a crash leaves either the old or the new version.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+META_PROPERTIES = "meta.properties"
+PARTITION_METADATA = "partition.metadata"
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` durably: tmp file, fsync, rename, fsync of the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+# ---------------------------------------------------------------------- uuids
+
+
+def uuid_to_base64(value: uuid.UUID) -> str:
+    """Kafka's textual form of a Uuid: URL-safe base64 of the 16 bytes, no padding (22 chars)."""
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+
+
+def base64_to_uuid(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text.strip() + "==")
+    if len(raw) != 16:
+        raise ValueError(f"not a 16-byte uuid: {text!r}")
+    return uuid.UUID(bytes=raw)
+
+
+def random_kafka_uuid() -> uuid.UUID:
+    """A random UUID that is neither zero nor starts with '-' in base64 form (Kafka avoids both)."""
+    while True:
+        value = uuid.uuid4()
+        if value.int != 0 and not uuid_to_base64(value).startswith("-"):
+            return value
+
+
+# ---------------------------------------------------------------------- offset checkpoints
+
+
+def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    lines = ["0", str(len(offsets))]
+    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """The entries of a checkpoint file; empty (with a warning) if it is missing or malformed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as e:
+        log.warning("cannot read %s (%s): treating it as empty", path, e)
+        return {}
+    try:
+        lines = text.splitlines()
+        if not lines or lines[0].strip() != "0":
+            raise ValueError(f"unknown version {lines[0] if lines else None!r}")
+        count = int(lines[1])
+        entries = [line.split() for line in lines[2:] if line.strip()]
+        if len(entries) != count:
+            raise ValueError(f"{len(entries)} entries where {count} were announced")
+        out: dict[tuple[str, int], int] = {}
+        for fields in entries:
+            if len(fields) != 3:
+                raise ValueError(f"malformed line {' '.join(fields)!r}")
+            out[(fields[0], int(fields[1]))] = int(fields[2])
+        return out
+    except (ValueError, IndexError) as e:
+        log.warning("malformed checkpoint file %s (%s): treating it as empty", path, e)
+        return {}
+
+
+# ---------------------------------------------------------------------- meta.properties
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            continue
+        out[line[:sep].strip()] = line[sep + 1 :].strip()
+    return out
+
+
+def write_meta_properties(path: Path, cluster_id: str, node_id: int) -> None:
+    stamp = time.strftime("%a %b %d %H:%M:%S %Z %Y")
+    text = f"#\n#{stamp}\nnode.id={node_id}\nversion=1\ncluster.id={cluster_id}\n"
+    atomic_write(path, text.encode())
+
+
+# ---------------------------------------------------------------------- partition.metadata
+
+
+def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
+    if topic_id.int == 0:
+        raise ValueError("the zero uuid is not a valid topic id")
+    atomic_write(directory / PARTITION_METADATA, f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}".encode())
+
+
+def read_partition_metadata(directory: Path) -> uuid.UUID | None:
+    """The topic id in ``partition.metadata``, or None if it is missing or unreadable."""
+    path = directory / PARTITION_METADATA
+    try:
+        fields = read_properties(path)
+        if fields.get("version") != "0":
+            raise ValueError(f"unknown version {fields.get('version')!r}")
+        value = base64_to_uuid(fields["topic_id"])
+        if value.int == 0:
+            raise ValueError("zero topic id")
+        return value
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, UnicodeDecodeError) as e:
+        log.warning("unreadable %s: %s", path, e)
+        return None
+
+
+# ---------------------------------------------------------------------- clean shutdown marker
+
+
+def write_clean_shutdown_marker(data_dir: Path, broker_epoch: int = 0) -> None:
+    atomic_write(data_dir / CLEAN_SHUTDOWN_MARKER, json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode())
+
+
+def consume_clean_shutdown_marker(data_dir: Path) -> bool:
+    """Whether the last shutdown was clean. The marker is deleted (and the deletion made durable)
+    at once, so a crash while loading counts as unclean next time."""
+    path = data_dir / CLEAN_SHUTDOWN_MARKER
+    if not path.exists():
+        return False
+    path.unlink()
+    fsync_dir(data_dir)
+    return True

@@ -1,0 +1,256 @@
+"""The two per-segment indexes, ``.index`` and ``.timeindex``, in Kafka's on-disk format.
+
+Both files are arrays of fixed-size big-endian entries with no header (reference §6.3, §6.5):
+
+* offset index: ``relative offset int32, position int32`` (8 bytes) — the last offset of a batch and
+  the file position where that batch starts;
+* time index: ``timestamp int64, relative offset int32`` (12 bytes) — the largest timestamp seen so far
+  in the segment and the last offset of the batch that carried it.
+
+minikafka keeps every entry in memory (``array``) for lookups and writes new entries to the file with
+``os.pwrite``. The active segment's index files are pre-allocated to ``segment.index.bytes`` like
+Kafka's, and trimmed to the real entry count when the segment stops being active or is closed, so that
+a cleanly closed directory is byte-compatible with Kafka's.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class CorruptIndexError(Exception):
+    """An index file that fails its sanity check; the caller rebuilds it from the ``.log``."""
+
+
+def _open_rw(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+
+def _read_file(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class _IndexFile:
+    """File handling shared by both indexes: pre-allocation while active, trim when inactive."""
+
+    entry_size: int
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_index_size // self.entry_size)
+        self._fd: int | None = None  # open only while the segment is active
+
+    def __len__(self) -> int:  # number of entries
+        raise NotImplementedError
+
+    @property
+    def is_full(self) -> bool:
+        return len(self) >= self.max_entries
+
+    @property
+    def is_active(self) -> bool:
+        return self._fd is not None
+
+    def _entries_bytes(self) -> bytes:
+        raise NotImplementedError
+
+    def open_active(self, rewrite: bool) -> None:
+        """Open for appends, pre-allocating the file to its full size (as Kafka does).
+
+        ``rewrite`` writes the in-memory entries first (after a rebuild)."""
+        if self._fd is None:
+            self._fd = _open_rw(self.path)
+        if rewrite:
+            os.ftruncate(self._fd, 0)
+            data = self._entries_bytes()
+            if data:
+                os.pwrite(self._fd, data, 0)
+        os.ftruncate(self._fd, self.max_entries * self.entry_size)
+
+    def close_active(self) -> None:
+        """Trim the file to its entries and close it (segment roll, log close)."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.ftruncate(fd, len(self) * self.entry_size)
+        finally:
+            os.close(fd)
+
+    def save(self) -> None:
+        """Write the in-memory entries as the whole file (an inactive, rebuilt index) and fsync it."""
+        if self._fd is not None:
+            self.open_active(rewrite=True)
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, self._entries_bytes())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+    def dup_fd(self) -> int | None:
+        """A duplicate of the open file descriptor, for an fsync off the event loop."""
+        return os.dup(self._fd) if self._fd is not None else None
+
+    def fsync(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def delete(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.path.unlink(missing_ok=True)
+
+
+class OffsetIndex(_IndexFile):
+    """Sparse map from offsets to ``.log`` positions of one segment."""
+
+    entry_size = 8
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        super().__init__(path, base_offset, max_index_size)
+        self._rel = array("i")
+        self._pos = array("i")
+
+    def __len__(self) -> int:
+        return len(self._rel)
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, max_index_size: int, log_size: int) -> OffsetIndex:
+        """Read an existing file; raise :class:`CorruptIndexError` if it is not a valid index.
+
+        Valid means: length a multiple of 8, relative offsets and positions strictly increasing,
+        every position inside the ``.log``. A pre-allocated file left by a crash has trailing
+        zero entries and so fails the check."""
+        index = cls(path, base_offset, max_index_size)
+        data = _read_file(path)
+        if len(data) % cls.entry_size:
+            raise CorruptIndexError(f"{path.name}: length {len(data)} is not a multiple of 8")
+        words = array("i", data)
+        if sys.byteorder == "little":
+            words.byteswap()
+        rel, pos = words[0::2], words[1::2]
+        for i in range(1, len(rel)):
+            if rel[i] <= rel[i - 1] or pos[i] <= pos[i - 1]:
+                raise CorruptIndexError(f"{path.name}: entry {i} is not above entry {i - 1}")
+        if rel and (rel[0] < 0 or pos[0] < 0 or pos[-1] >= log_size):
+            raise CorruptIndexError(f"{path.name}: entry out of range of the segment")
+        index._rel, index._pos = rel, pos
+        return index
+
+    def _entries_bytes(self) -> bytes:
+        out = bytearray(len(self._rel) * 8)
+        for i in range(len(self._rel)):
+            _OFFSET_ENTRY.pack_into(out, i * 8, self._rel[i], self._pos[i])
+        return bytes(out)
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``(offset, position)``; offsets and positions must increase."""
+        rel = offset - self.base_offset
+        if self._fd is not None:
+            os.pwrite(self._fd, _OFFSET_ENTRY.pack(rel, position), len(self._rel) * 8)
+        self._rel.append(rel)
+        self._pos.append(position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """The greatest entry with offset <= ``offset``, or ``(base_offset, 0)`` if there is none."""
+        i = bisect_right(self._rel, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._rel[i], self._pos[i]
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self._rel:
+            return self.base_offset, 0
+        return self.base_offset + self._rel[-1], self._pos[-1]
+
+    def entries(self) -> list[tuple[int, int]]:
+        """All entries as absolute offsets (for tests and tools)."""
+        return [(self.base_offset + r, p) for r, p in zip(self._rel, self._pos, strict=True)]
+
+    def reset(self) -> None:
+        self._rel = array("i")
+        self._pos = array("i")
+
+
+class TimeIndex(_IndexFile):
+    """Sparse map from timestamps to offsets of one segment."""
+
+    entry_size = 12
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+        super().__init__(path, base_offset, max_index_size)
+        self._ts = array("q")
+        self._rel = array("i")
+
+    def __len__(self) -> int:
+        return len(self._ts)
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, max_index_size: int) -> TimeIndex:
+        """Read an existing file; raise :class:`CorruptIndexError` if it is not a valid time index
+        (length a multiple of 12, timestamps strictly and offsets weakly increasing, offsets >= 0)."""
+        index = cls(path, base_offset, max_index_size)
+        data = _read_file(path)
+        if len(data) % cls.entry_size:
+            raise CorruptIndexError(f"{path.name}: length {len(data)} is not a multiple of 12")
+        ts, rel = array("q"), array("i")
+        for t, r in _TIME_ENTRY.iter_unpack(data):
+            if r < 0 or (ts and (t <= ts[-1] or r < rel[-1])):
+                raise CorruptIndexError(f"{path.name}: entry {len(ts)} out of order")
+            ts.append(t)
+            rel.append(r)
+        index._ts, index._rel = ts, rel
+        return index
+
+    def _entries_bytes(self) -> bytes:
+        out = bytearray(len(self._ts) * 12)
+        for i in range(len(self._ts)):
+            _TIME_ENTRY.pack_into(out, i * 12, self._ts[i], self._rel[i])
+        return bytes(out)
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Append ``(timestamp, offset)`` if the timestamp is above the last entry's (Kafka's rule;
+        an empty index counts as ending at timestamp -1)."""
+        if timestamp <= (self._ts[-1] if self._ts else -1):
+            return
+        rel = offset - self.base_offset
+        if self._fd is not None:
+            os.pwrite(self._fd, _TIME_ENTRY.pack(timestamp, rel), len(self._ts) * 12)
+        self._ts.append(timestamp)
+        self._rel.append(rel)
+
+    def lookup_below(self, timestamp: int) -> tuple[int, int] | None:
+        """The entry with the greatest timestamp strictly below ``timestamp``: every record at or
+        before its offset has a smaller timestamp than ``timestamp``. None if there is none."""
+        i = bisect_left(self._ts, timestamp) - 1
+        if i < 0:
+            return None
+        return self._ts[i], self.base_offset + self._rel[i]
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the last entry, or None for an empty index."""
+        if not self._ts:
+            return None
+        return self._ts[-1], self.base_offset + self._rel[-1]
+
+    def entries(self) -> list[tuple[int, int]]:
+        return [(t, self.base_offset + r) for t, r in zip(self._ts, self._rel, strict=True)]
+
+    def reset(self) -> None:
+        self._ts = array("q")
+        self._rel = array("i")

@@ -1,0 +1,731 @@
+"""One partition's log: its segments, offsets, producer state, and the checks of a client append.
+
+A :class:`PartitionLog` owns the partition directory ``<topic>-<n>``. Appends from clients go through
+Kafka's log-level validation (reference §1.6 steps 7-17) and offset assignment (§1.7) without decoding
+records (unless the topic asks for timestamp bounds or compaction); reads return whole batches straight
+from the ``.log`` files. Loading a log after a restart follows reference §5.2-5.4, logging every repair.
+
+Threading: everything runs on the broker's event loop except :meth:`PartitionLog.flush`, which may be
+called from a worker thread (fsync is slow). ``flush`` only touches duplicated file descriptors and a
+few integers, under ``_lock``, which roll and segment deletion also take.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import re
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crc32c import crc32c
+
+from ..config import LONG_MAX
+from ..errors import ErrorCode, KafkaError
+from .batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    compute_crc,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from .producer_state import ProducerStateManager
+from .records import decode_records
+from .segment import LogSegment, offset_file_name
+
+log = logging.getLogger(__name__)
+
+_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+_TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap")
+_INT64 = struct.Struct(">q")
+_INT16 = struct.Struct(">h")
+_UINT32 = struct.Struct(">I")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class AppendResult:
+    base_offset: int  # first offset of the batch (the original one for a duplicate)
+    last_offset: int
+    log_append_time: int  # -1 on CreateTime topics, broker time on LogAppendTime, cached ts for a duplicate
+    log_start_offset: int
+    duplicate: bool
+
+
+@dataclass(slots=True)
+class _Settings:
+    """The topic settings the hot paths read, converted once per config change."""
+
+    max_message_bytes: int
+    segment_bytes: int
+    segment_ms: int
+    index_max_bytes: int
+    index_interval_bytes: int
+    log_append_time: bool
+    before_max_ms: int
+    after_max_ms: int
+    compacted: bool
+    flush_messages: int
+    flush_ms: int
+    retention_ms: int
+    retention_bytes: int
+
+    @property
+    def bounded_timestamps(self) -> bool:
+        return self.before_max_ms < LONG_MAX or self.after_max_ms < LONG_MAX
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> _Settings:
+        def num(name: str, default: int) -> int:
+            value = config.get(name, default)
+            return int(value) if value is not None else default
+
+        return cls(
+            max_message_bytes=num("max.message.bytes", 1048588),
+            segment_bytes=num("segment.bytes", 1073741824),
+            segment_ms=num("segment.ms", 604800000),
+            index_max_bytes=num("segment.index.bytes", 10485760),
+            index_interval_bytes=num("index.interval.bytes", 4096),
+            log_append_time=str(config.get("message.timestamp.type", "CreateTime")) == "LogAppendTime",
+            before_max_ms=num("message.timestamp.before.max.ms", LONG_MAX),
+            after_max_ms=num("message.timestamp.after.max.ms", LONG_MAX),
+            compacted="compact" in str(config.get("cleanup.policy", "delete")),
+            flush_messages=num("flush.messages", LONG_MAX),
+            flush_ms=num("flush.ms", LONG_MAX),
+            retention_ms=num("retention.ms", 604800000),
+            retention_bytes=num("retention.bytes", -1),
+        )
+
+
+def _all_records_error(header: BatchHeader, message: str) -> list[tuple[int, str | None]]:
+    return [(i, message) for i in range(max(0, header.records_count))]
+
+
+class PartitionLog:
+    """A partition's segments plus the offsets and producer state that go with them.
+
+    Build one with :meth:`PartitionLog.open`, which creates the directory or loads (and if needed
+    recovers) what is there."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        directory: Path,
+        config: dict[str, Any],
+        *,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        producer_expiration_ms: int = 86400000,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.dir = Path(directory)
+        self.config = dict(config)
+        self._settings = _Settings.from_config(self.config)
+        self._now_ms = now_ms
+        self._producer_expiration_ms = producer_expiration_ms
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._lock = threading.Lock()
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.on_append: Callable[[PartitionLog], None] | None = None
+        self.producer_state: ProducerStateManager
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms()
+        self._roll_flush_pending = False
+        self._snapshots_to_sync: list[int] = []
+        self._dir_needs_sync = False
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
+                f"segments={len(self._segments)})")
+
+    # ================================================================== loading
+
+    @classmethod
+    def open(
+        cls,
+        topic: str,
+        partition: int,
+        directory: str | Path,
+        config: dict[str, Any],
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        clean: bool = True,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        producer_expiration_ms: int = 86400000,
+    ) -> PartitionLog:
+        """Open (creating if missing) and load the partition in ``directory``.
+
+        ``log_start_offset`` and ``recovery_point`` come from the directory's checkpoint files;
+        ``clean`` says whether the last shutdown was clean (reference §5.1)."""
+        plog = cls(topic, partition, Path(directory), config, now_ms=now_ms,
+                   producer_expiration_ms=producer_expiration_ms)
+        plog._load(clean, max(0, log_start_offset), max(0, recovery_point))
+        return plog
+
+    def _load(self, clean: bool, checkpoint_start: int, checkpoint_recovery: int) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        s = self._settings
+        now = self._now_ms()
+        self._remove_temporary_files()
+        bases = self._segment_bases_on_disk()
+        recovered: set[int] = set()
+        segments: list[LogSegment] = []
+        for i, base in enumerate(bases):
+            seg, reason = LogSegment.open(self.dir, base, s.index_max_bytes, s.index_interval_bytes, now)
+            segments.append(seg)
+            if reason is not None:
+                log.warning("%s: rebuilding segment %d: %s", self.name, base, reason)
+                recovered.add(base)
+                if self._recover_segment(seg):
+                    self._delete_files_of_later_segments(bases[i + 1:], f"segment {base} was truncated")
+                    break
+        if not clean and segments:
+            start = max(0, bisect.bisect_right([g.base_offset for g in segments], checkpoint_recovery) - 1)
+            log.info("%s: unclean shutdown, re-validating %d segment(s) from offset %d",
+                     self.name, len(segments) - start, segments[start].base_offset)
+            for i in range(start, len(segments)):
+                seg = segments[i]
+                if seg.base_offset in recovered:
+                    continue
+                recovered.add(seg.base_offset)
+                if self._recover_segment(seg):
+                    for other in segments[i + 1:]:
+                        log.warning("%s: deleting segment %d after the truncated segment %d",
+                                    self.name, other.base_offset, seg.base_offset)
+                        other.delete()
+                    del segments[i + 1:]
+                    break
+        segments = self._drop_overlapping(segments)
+        end = segments[-1].next_offset if segments else checkpoint_start
+        if segments and end < checkpoint_start:
+            log.warning("%s: log end %d is below the checkpointed log start %d: deleting all segments",
+                        self.name, end, checkpoint_start)
+            for seg in segments:
+                seg.delete()
+            segments = []
+        if not segments:
+            start_at = max(checkpoint_start, 0)
+            if bases:
+                log.info("%s: starting an empty segment at %d", self.name, start_at)
+            segments = [LogSegment.create(self.dir, start_at, s.index_max_bytes, s.index_interval_bytes, now)]
+            recovered.discard(start_at)
+            self._dir_needs_sync = True
+        else:
+            for seg in segments[:-1]:
+                if seg.base_offset in recovered:
+                    seg.save_indexes()
+            segments[-1].make_active(rewrite_indexes=segments[-1].base_offset in recovered)
+        self._segments = segments
+        self._bases = [g.base_offset for g in segments]
+        self.log_end_offset = self.high_watermark = segments[-1].next_offset
+        self.log_start_offset = max(checkpoint_start, segments[0].base_offset)
+        self.recovery_point = self.log_end_offset if clean else min(checkpoint_recovery, self.log_end_offset)
+        self._load_producer_state()
+
+    def _remove_temporary_files(self) -> None:
+        for path in self.dir.iterdir():
+            name = path.name
+            if name.endswith(_TEMP_SUFFIXES) or name.endswith((".index.tmp", ".timeindex.tmp")):
+                log.warning("%s: removing leftover file %s", self.name, name)
+                path.unlink(missing_ok=True)
+
+    def _segment_bases_on_disk(self) -> list[int]:
+        bases: list[int] = []
+        names = {p.name for p in self.dir.iterdir()}
+        for name in names:
+            m = _SEGMENT_NAME.match(name)
+            if m:
+                bases.append(int(m.group(1)))
+        for name in names:
+            for suffix in _INDEX_SUFFIXES:
+                if name.endswith(suffix) and name[:20].isdigit() and len(name) == 20 + len(suffix):
+                    if offset_file_name(int(name[:20]), ".log") not in names:
+                        log.warning("%s: deleting index file %s without a .log", self.name, name)
+                        (self.dir / name).unlink(missing_ok=True)
+        return sorted(bases)
+
+    def _recover_segment(self, seg: LogSegment) -> bool:
+        """Recover one segment; True if bytes were cut off (later segments must then go)."""
+        try:
+            truncated, reason = seg.recover()
+        except OSError as e:
+            log.error("%s: cannot read segment %d (%s): emptying it", self.name, seg.base_offset, e)
+            seg.truncate_to_empty()
+            return True
+        if truncated:
+            log.warning("%s: segment %d truncated to %d bytes (end offset %d), %d bytes cut: %s",
+                        self.name, seg.base_offset, seg.size, seg.next_offset, truncated, reason)
+            return True
+        return False
+
+    def _delete_files_of_later_segments(self, bases: list[int], why: str) -> None:
+        for base in bases:
+            log.warning("%s: deleting segment %d: %s", self.name, base, why)
+            for suffix in (".log",) + _INDEX_SUFFIXES:
+                (self.dir / offset_file_name(base, suffix)).unlink(missing_ok=True)
+
+    def _drop_overlapping(self, segments: list[LogSegment]) -> list[LogSegment]:
+        """Segments must not overlap; a gap is only reported (reads skip over it)."""
+        for i in range(len(segments) - 1):
+            cur, nxt = segments[i], segments[i + 1]
+            if cur.next_offset > nxt.base_offset:
+                for other in segments[i + 1:]:
+                    log.warning("%s: deleting segment %d: it overlaps segment %d (ending at %d)",
+                                self.name, other.base_offset, cur.base_offset, cur.next_offset)
+                    other.delete()
+                return segments[: i + 1]
+            if cur.next_offset < nxt.base_offset:
+                log.warning("%s: offsets %d..%d are missing between segments %d and %d", self.name,
+                            cur.next_offset, nxt.base_offset - 1, cur.base_offset, nxt.base_offset)
+        return segments
+
+    def _load_producer_state(self) -> None:
+        """Reference §5.4, except the shortcut of step 1: a log with no snapshot at all is replayed
+        from its start even after a clean shutdown, so minikafka never forgets producers whose
+        snapshots were lost."""
+        ps = ProducerStateManager(self.dir, self._producer_expiration_ms, self._now_ms)
+        self.producer_state = ps
+        ps.remove_stray_snapshots(list(self._bases))
+        ps.truncate_and_reload(self.log_start_offset, self.log_end_offset)
+        start = max(ps.map_end_offset, self.log_start_offset)
+        if start < self.log_end_offset:
+            now = self._now_ms()
+            count = 0
+            for header in self._iter_headers_from(start):
+                ps.update(header, now)
+                count += 1
+            log.info("%s: producer state rebuilt from offset %d to %d (%d batches replayed)",
+                     self.name, start, self.log_end_offset, count)
+        if ps.latest_snapshot_offset() != self.log_end_offset:
+            ps.take_snapshot(self.log_end_offset)
+
+    def _iter_headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of every batch whose last offset is >= ``offset``, across segments."""
+        first = True
+        for seg in self._segments[self._segment_index(offset):]:
+            pos = 0
+            if first:
+                first = False
+                found = seg.find_batch(offset)
+                if found is None:
+                    continue
+                pos = found[0]
+            for _pos, header in seg.iter_headers(pos):
+                yield header
+
+    # ================================================================== appending
+
+    def append_from_client(self, batch: bytearray | memoryview | bytes, now_ms: int | None = None) -> AppendResult:
+        """Validate, assign offsets to and append one client batch (see the module docstring)."""
+        if self._closed:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
+        if now_ms is None:
+            now_ms = self._now_ms()
+        if isinstance(batch, bytes):
+            batch = bytearray(batch)
+        s = self._settings
+        size = len(batch)
+        # 7. baseOffset must be 0
+        if size >= 8 and _INT64.unpack_from(batch, 0)[0] != 0:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "batch base offset must be 0")
+        # 8. max.message.bytes
+        if size > s.max_message_bytes:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"batch of {size} bytes exceeds max.message.bytes {s.max_message_bytes}")
+        # 9. size and CRC
+        if size < HEADER_SIZE:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"batch of {size} bytes is smaller than a header")
+        header = BatchHeader.parse(batch)
+        if header.size != size or header.magic != 2:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch length or magic does not match")
+        if crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch CRC-32C mismatch")
+        # 10. codec
+        if header.compression > 4:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {header.compression}")
+        # 11. batch checks
+        count = header.last_offset_delta + 1
+        if count <= 0 or header.records_count <= 0 or count != header.records_count:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "lastOffsetDelta + 1 must equal recordsCount")
+        if header.is_control:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not send control batches")
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "idempotent batch without a base sequence")
+        # 12-13. records: decoded only when the topic needs it
+        if s.bounded_timestamps or s.compacted or header.is_log_append_time:
+            self._check_records(batch, header, now_ms)
+        if s.log_append_time:
+            set_log_append_time(batch, 0, header, now_ms)
+        # 15. segment.bytes
+        if size > s.segment_bytes:
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
+                             f"batch of {size} bytes exceeds segment.bytes {s.segment_bytes}")
+        # 16. roll
+        leo = self.log_end_offset
+        seg = self._segments[-1]
+        reason = seg.should_roll(size, leo + header.last_offset_delta, header.max_timestamp, now_ms,
+                                 s.segment_bytes, s.segment_ms)
+        if reason is not None:
+            self._roll(reason, now_ms)
+            seg = self._segments[-1]
+        # 17. producer state (raises 45/47; returns the cached batch for a duplicate)
+        dup = self.producer_state.check(header)
+        if dup is not None:
+            return AppendResult(dup.first_offset, dup.last_offset, dup.timestamp, self.log_start_offset, True)
+        set_base_offset(batch, 0, leo)
+        set_partition_leader_epoch(batch, 0, 0)
+        header.base_offset = leo
+        header.partition_leader_epoch = 0
+        try:
+            seg.append(batch, header)
+        except OSError as e:
+            log.error("%s: write failed: %s", self.name, e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write failed: {e}") from e
+        self.log_end_offset = self.high_watermark = header.next_offset
+        self.producer_state.update(header, now_ms)
+        self._unflushed_messages += count
+        if self._unflushed_messages >= s.flush_messages:
+            self.flush()
+        if self.on_append is not None:
+            self.on_append(self)
+        return AppendResult(leo, header.last_offset, now_ms if s.log_append_time else -1,
+                            self.log_start_offset, False)
+
+    def _check_records(self, batch: bytearray | memoryview, header: BatchHeader, now_ms: int) -> None:
+        """Record-level checks of reference §1.6 step 13 (timestamps, LogAppendTime bit, null keys)."""
+        s = self._settings
+        if header.is_log_append_time:
+            # Every record of such a batch reads as the batch maxTimestamp.
+            if s.log_append_time or header.max_timestamp == -1:
+                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "producers may not set LogAppendTime",
+                                 _all_records_error(header, "timestamp type LogAppendTime set by the producer"))
+            if s.bounded_timestamps and not (now_ms - s.before_max_ms <= header.max_timestamp
+                                             <= now_ms + s.after_max_ms):
+                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "timestamp out of range",
+                                 _all_records_error(header, "timestamp out of range"))
+            # In range on a CreateTime topic: the bit is rewritten to CreateTime.
+            attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
+            _INT16.pack_into(batch, ATTRIBUTES_OFFSET, attributes)
+            header.attributes = attributes
+            header.crc = compute_crc(batch, 0, header.size)
+            _UINT32.pack_into(batch, CRC_OFFSET, header.crc)
+            if not s.compacted:
+                return
+        records = decode_records(batch, header)
+        if s.compacted:
+            errors = [(i, "compacted topic record without a key") for i, r in enumerate(records) if r.key_is_null]
+            if errors:
+                raise KafkaError(ErrorCode.INVALID_RECORD, "null key on a compacted topic", errors)
+        if s.bounded_timestamps and not s.log_append_time and not header.is_log_append_time:
+            low, high = now_ms - s.before_max_ms, now_ms + s.after_max_ms
+            errors = [(i, f"timestamp {r.timestamp} out of range [{low}, {high}]")
+                      for i, r in enumerate(records) if r.timestamp != -1 and not low <= r.timestamp <= high]
+            if errors:
+                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "record timestamp out of range", errors)
+
+    # ================================================================== segments
+
+    def roll(self) -> None:
+        """Start a new segment at the LEO now (no-op while the active segment is empty)."""
+        self._roll("requested", self._now_ms())
+
+    def _roll(self, reason: str, now_ms: int) -> None:
+        old = self._segments[-1]
+        if old.is_empty:
+            return
+        new_base = self.log_end_offset
+        s = self._settings
+        try:
+            new = LogSegment.create(self.dir, new_base, s.index_max_bytes, s.index_interval_bytes, now_ms)
+        except OSError as e:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create segment {new_base}: {e}") from e
+        with self._lock:
+            old.on_become_inactive()
+            self._segments.append(new)
+            self._bases.append(new_base)
+            self._roll_flush_pending = True
+            self._dir_needs_sync = True
+        # Kafka writes the producer snapshot before the new segment gets data; its fsync is left
+        # to the next flush, like Kafka's background flush of the rolled segment.
+        self.producer_state.take_snapshot(new_base, fsync=False)
+        with self._lock:
+            self._snapshots_to_sync.append(new_base)
+        log.info("%s: rolled segment %d -> %d (%s)", self.name, old.base_offset, new_base, reason)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(seg.size for seg in self._segments)
+
+    def _delete_segments(self, doomed: list[LogSegment], reason: str) -> None:
+        """Remove whole segments from the front of the log (never the only one)."""
+        if not doomed:
+            return
+        if len(doomed) == len(self._segments):
+            self._roll(reason, self._now_ms())
+        with self._lock:
+            gone = {id(seg) for seg in doomed}
+            self._segments = [seg for seg in self._segments if id(seg) not in gone]
+            self._bases = [seg.base_offset for seg in self._segments]
+        for seg in doomed:
+            seg.delete()
+            self.producer_state.delete_snapshot(seg.base_offset)
+            log.info("%s: deleted segment %d (%s)", self.name, seg.base_offset, reason)
+        if self._segments[0].base_offset > self.log_start_offset:
+            self.log_start_offset = self._segments[0].base_offset
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole segments past retention.ms / retention.bytes, and segments entirely below
+        the log start offset. Returns how many segments were deleted."""
+        s = self._settings
+        deleted = 0
+        # segments entirely below the log start offset (DeleteRecords)
+        below = [seg for i, seg in enumerate(self._segments[:-1])
+                 if self._segments[i + 1].base_offset <= self.log_start_offset]
+        self._delete_segments(below, "below the log start offset")
+        deleted += len(below)
+        if s.retention_ms >= 0:
+            doomed = []
+            for seg in self._segments:
+                if seg.is_empty or now_ms - seg.largest_timestamp <= s.retention_ms:
+                    break
+                doomed.append(seg)
+            self._delete_segments(doomed, f"retention.ms {s.retention_ms}")
+            deleted += len(doomed)
+        if s.retention_bytes >= 0:
+            excess = self.size_bytes - s.retention_bytes
+            doomed = []
+            for seg in self._segments:
+                if seg.is_empty or excess - seg.size < 0:
+                    break
+                excess -= seg.size
+                doomed.append(seg)
+            self._delete_segments(doomed, f"retention.bytes {s.retention_bytes}")
+            deleted += len(doomed)
+        return deleted
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (-1 = high watermark)."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} is outside [0, {self.high_watermark}]")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            log.info("%s: log start offset moved to %d", self.name, offset)
+            below = [seg for i, seg in enumerate(self._segments[:-1])
+                     if self._segments[i + 1].base_offset <= offset]
+            self._delete_segments(below, "below the log start offset")
+        return self.log_start_offset
+
+    def update_config(self, config: dict[str, Any]) -> None:
+        self.config = dict(config)
+        self._settings = _Settings.from_config(self.config)
+        self._segments[-1].index_interval_bytes = self._settings.index_interval_bytes
+
+    # ================================================================== reading
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes | memoryview:
+        """Whole batches from the one containing ``offset``, within one segment, up to ``max_bytes``
+        (at least one batch when ``min_one``)."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
+        if offset == self.log_end_offset:
+            return b""
+        segments = self._segments
+        i = self._segment_index(offset)
+        found = segments[i].find_batch(offset)
+        while found is None and i + 1 < len(segments):  # a gap between segments
+            i += 1
+            found = segments[i].find_batch(offset)
+        if found is None:
+            return b""
+        seg = segments[i]
+        pos, header = found
+        if header.size > max_bytes:
+            return seg.read_batch(pos, header) if min_one else b""
+        data = seg.pread(pos, min(max_bytes, seg.size - pos))
+        end, n = 0, len(data)
+        while n - end >= 12:
+            (length,) = struct.unpack_from(">i", data, end + 8)
+            if end + 12 + length > n:
+                break
+            end += 12 + length
+        return data if end == n else memoryview(data)[:end]
+
+    def _first_record_at_or_after(self, seg: LogSegment, pos: int, timestamp: int) -> tuple[int, int] | None:
+        for bpos, header in seg.iter_headers(pos):
+            if header.last_offset < self.log_start_offset or header.max_timestamp < timestamp:
+                continue
+            for record in decode_records(seg.read_batch(bpos, header), header):
+                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with a timestamp >= ``timestamp``, or None."""
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
+                continue
+            entry = seg.time_index.lookup_below(timestamp)
+            pos = seg.offset_index.lookup(entry[1])[1] if entry is not None else 0
+            found = self._first_record_at_or_after(seg, pos, timestamp)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """``(offset, timestamp)`` of the first record carrying the largest timestamp; (-1, -1) if empty."""
+        best: LogSegment | None = None
+        for seg in self._segments:
+            if seg.is_empty or seg.next_offset <= self.log_start_offset:
+                continue
+            if best is None or seg.max_timestamp > best.max_timestamp:
+                best = seg
+        if best is None:
+            return -1, -1
+        found = best.find_batch(best.offset_of_max_timestamp)
+        if found is None:
+            return best.offset_of_max_timestamp, best.max_timestamp
+        pos, header = found
+        if header.is_log_append_time:
+            return max(header.base_offset, self.log_start_offset), header.max_timestamp
+        records = decode_records(best.read_batch(pos, header), header)
+        top = max(r.timestamp for r in records)
+        offset = next(r.offset for r in records if r.timestamp == top)
+        return offset, best.max_timestamp
+
+    # ================================================================== durability
+
+    @property
+    def dirty(self) -> bool:
+        """True while appended bytes (or a roll's snapshot) are not yet fsynced."""
+        return self.recovery_point < self.log_end_offset or bool(self._snapshots_to_sync)
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether a flush is owed: a segment was rolled (Kafka flushes it in the background) or
+        flush.ms has passed since the last flush. The broker runs :meth:`flush` off the loop."""
+        if not self.dirty:
+            return False
+        return self._roll_flush_pending or now_ms - self._last_flush_ms >= self._settings.flush_ms
+
+    def flush(self) -> None:
+        """fsync the log and index files (and pending snapshots) and advance the recovery point.
+
+        Safe to call from a worker thread while the event loop keeps appending."""
+        with self._lock:
+            if self._closed:
+                return
+            target = self.log_end_offset
+            fds: list[int] = []
+            try:
+                for seg in self._segments:
+                    if seg.next_offset > self.recovery_point or seg is self._segments[-1]:
+                        fds.extend(seg.dup_fds())
+            except OSError:
+                for fd in fds:
+                    os.close(fd)
+                raise
+            snapshots, self._snapshots_to_sync = self._snapshots_to_sync, []
+            sync_dir, self._dir_needs_sync = self._dir_needs_sync, False
+            self._roll_flush_pending = False
+        try:
+            for fd in fds:
+                os.fsync(fd)
+            for offset in snapshots:
+                _fsync_path(self.dir / offset_file_name(offset, ".snapshot"))
+            if sync_dir:
+                _fsync_path(self.dir)
+        except OSError as e:
+            with self._lock:
+                self._snapshots_to_sync[:0] = snapshots
+                self._dir_needs_sync = self._dir_needs_sync or sync_dir
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self.name}: fsync failed: {e}") from e
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            if target > self.recovery_point:
+                self.recovery_point = target
+            self._unflushed_messages = 0
+            self._last_flush_ms = self._now_ms()
+
+    def close(self) -> None:
+        """Clean close: snapshot at the LEO, trim the indexes, fsync everything."""
+        if self._closed:
+            return
+        self.producer_state.take_snapshot(self.log_end_offset)
+        with self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.on_become_inactive()
+            for seg in self._segments:
+                try:
+                    os.fsync(seg.fd)
+                except OSError as e:
+                    log.error("%s: fsync of segment %d failed: %s", self.name, seg.base_offset, e)
+            try:
+                for offset in self._snapshots_to_sync:
+                    _fsync_path(self.dir / offset_file_name(offset, ".snapshot"))
+                for seg in self._segments:
+                    _fsync_path(seg.offset_index.path)
+                    _fsync_path(seg.time_index.path)
+                _fsync_path(self.dir)
+            except OSError as e:
+                log.error("%s: fsync at close failed: %s", self.name, e)
+            self._snapshots_to_sync = []
+            for seg in self._segments:
+                seg.close()
+            self.recovery_point = self.log_end_offset
+
+    def delete(self) -> None:
+        """Close without a snapshot and remove every file (topic deletion)."""
+        with self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.delete()
+            self._segments = []
+
+
+def _fsync_path(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,381 @@
+"""The data directory: identity, topic catalogue, checkpoints and one PartitionLog per partition.
+
+Layout (Kafka's, reference §6.1, plus one minikafka file)::
+
+    <data-dir>/meta.properties                     version=1, cluster.id, node.id
+    <data-dir>/.kafka_cleanshutdown                only between a clean shutdown and the next start
+    <data-dir>/recovery-point-offset-checkpoint
+    <data-dir>/log-start-offset-checkpoint
+    <data-dir>/minikafka-topics.json               topic catalogue: name, id, partition count, overrides
+    <data-dir>/<topic>-<n>/                        one PartitionLog each
+
+minikafka has no controller quorum, so the catalogue file is its metadata log: written atomically,
+it is the source of truth for which topics exist. A partition directory whose topic is not in the
+catalogue is left over from a create or delete that crashed half-way, and is removed at load.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import BrokerConfig, parse_topic_configs
+from ..errors import ErrorCode, KafkaError
+from . import checkpoints as ckpt
+from .log import PartitionLog, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+CATALOGUE = "minikafka-topics.json"
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]{1,249})-(?P<partition>\d+)$")
+_DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
+
+
+def check_topic_name(name: str) -> None:
+    """Refuse any name that could escape the data dir or that Kafka would not accept."""
+    if not isinstance(name, str) or not _TOPIC_NAME.match(name) or name in (".", ".."):
+        raise ValueError(f"illegal topic name {name!r}")
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, Any] = field(default_factory=dict)  # overrides only, as given
+
+
+class LogManager:
+    """Owns every partition log of one data directory (see the module docstring)."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        broker_config: BrokerConfig,
+        now_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.broker_config = broker_config
+        self.now_ms = now_ms
+        self.cluster_id = ""
+        self.clean_start = False
+        self._topics: dict[str, TopicInfo] = {}
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        #: partitions that could not be opened (the broker answers KAFKA_STORAGE_ERROR for them)
+        self.offline: dict[tuple[str, int], str] = {}
+        self._loaded = False
+
+    # ------------------------------------------------------------------ loading
+
+    def load(self) -> None:
+        started = time.monotonic()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._load_meta_properties()
+        self.clean_start = ckpt.consume_clean_shutdown_marker(self.data_dir)
+        recovery_points = ckpt.read_offset_checkpoint(self.data_dir / ckpt.RECOVERY_POINT_CHECKPOINT)
+        log_starts = ckpt.read_offset_checkpoint(self.data_dir / ckpt.LOG_START_OFFSET_CHECKPOINT)
+        self._topics = self._load_catalogue()
+        self._remove_stray_dirs()
+        for info in self._topics.values():
+            for partition in range(info.partitions):
+                key = (info.name, partition)
+                self._open_partition(info, partition, log_starts.get(key, 0),
+                                     recovery_points.get(key, 0), self.clean_start)
+        self._loaded = True
+        log.info("loaded %d partition(s) of %d topic(s) from %s after a%s shutdown in %.0f ms%s",
+                 len(self._logs), len(self._topics), self.data_dir,
+                 " clean" if self.clean_start else "n unclean",
+                 (time.monotonic() - started) * 1000,
+                 f"; {len(self.offline)} offline" if self.offline else "")
+
+    def _load_meta_properties(self) -> None:
+        path = self.data_dir / ckpt.META_PROPERTIES
+        node_id = self.broker_config.node_id
+        props: dict[str, str] = {}
+        if path.exists():
+            try:
+                props = ckpt.read_properties(path)
+            except (OSError, UnicodeDecodeError) as e:
+                log.warning("unreadable %s (%s): writing a new one", path, e)
+        cluster_id = props.get("cluster.id", "")
+        if props and "node.id" in props and props["node.id"] != str(node_id):
+            raise RuntimeError(f"{path} belongs to node.id {props['node.id']}, but this broker is node.id "
+                               f"{node_id}; use another data dir or the same node id")
+        try:
+            ckpt.base64_to_uuid(cluster_id)
+        except ValueError:
+            if props:
+                log.warning("%s has no valid cluster.id: generating one", path)
+            cluster_id = ""
+        if not cluster_id or props.get("version") != "1" or props.get("node.id") != str(node_id):
+            cluster_id = cluster_id or ckpt.uuid_to_base64(ckpt.random_kafka_uuid())
+            ckpt.write_meta_properties(path, cluster_id, node_id)
+            log.info("wrote %s (cluster.id=%s, node.id=%d)", path, cluster_id, node_id)
+        self.cluster_id = cluster_id
+
+    def _load_catalogue(self) -> dict[str, TopicInfo]:
+        path = self.data_dir / CATALOGUE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            topics: dict[str, TopicInfo] = {}
+            for item in data["topics"]:
+                check_topic_name(item["name"])
+                topics[item["name"]] = TopicInfo(item["name"], uuid.UUID(item["topic_id"]),
+                                                 int(item["partitions"]), dict(item.get("configs", {})))
+            return topics
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.error("unreadable topic catalogue %s (%s): rebuilding it from the partition dirs", path, e)
+        topics = self._catalogue_from_dirs()
+        if topics:
+            log.warning("rebuilt the topic catalogue from %d topic dir(s) (config overrides are lost)",
+                        len(topics))
+            self._write_catalogue(topics)
+        return topics
+
+    def _catalogue_from_dirs(self) -> dict[str, TopicInfo]:
+        found: dict[str, list[int]] = {}
+        for child in self.data_dir.iterdir():
+            m = _PARTITION_DIR.match(child.name)
+            if child.is_dir() and m and m["topic"] not in (".", ".."):
+                found.setdefault(m["topic"], []).append(int(m["partition"]))
+        topics = {}
+        for name, parts in found.items():
+            topic_id = ckpt.read_partition_metadata(self.data_dir / f"{name}-{min(parts)}")
+            topics[name] = TopicInfo(name, topic_id or ckpt.random_kafka_uuid(), max(parts) + 1, {})
+        return topics
+
+    def _write_catalogue(self, topics: dict[str, TopicInfo] | None = None) -> None:
+        topics = self._topics if topics is None else topics
+        data = {"version": 1, "topics": [
+            {"name": t.name, "topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+            for t in sorted(topics.values(), key=lambda t: t.name)
+        ]}
+        ckpt.atomic_write(self.data_dir / CATALOGUE, json.dumps(data, indent=1).encode())
+
+    def _remove_stray_dirs(self) -> None:
+        for child in self.data_dir.iterdir():
+            if not child.is_dir():
+                continue
+            m = _PARTITION_DIR.match(child.name)
+            stray = _DELETE_DIR.match(child.name) or (
+                m is not None and (m["topic"] not in self._topics
+                                   or int(m["partition"]) >= self._topics[m["topic"]].partitions))
+            if stray:
+                log.warning("removing %s: not a partition of any topic in the catalogue", child)
+                shutil.rmtree(child, ignore_errors=True)
+
+    def _config_for(self, info: TopicInfo) -> dict[str, Any]:
+        config = self.broker_config.topic_defaults()
+        config.update(parse_topic_configs(info.configs))
+        return config
+
+    def _open_partition(self, info: TopicInfo, partition: int, log_start: int, recovery_point: int,
+                        clean: bool) -> PartitionLog | None:
+        key = (info.name, partition)
+        directory = self.data_dir / f"{info.name}-{partition}"
+        try:
+            if not directory.exists():
+                log.warning("%s-%d: partition directory missing: starting it empty", info.name, partition)
+            plog = PartitionLog.open(
+                info.name, partition, directory, self._config_for(info),
+                log_start_offset=log_start, recovery_point=recovery_point, clean=clean,
+                now_ms=self.now_ms,
+                producer_expiration_ms=int(self.broker_config.get("producer.id.expiration.ms")),
+            )
+            stored = ckpt.read_partition_metadata(directory)
+            if stored != info.topic_id:
+                if stored is not None:
+                    log.warning("%s: partition.metadata has topic id %s, the catalogue %s: rewriting it",
+                                directory.name, stored, info.topic_id)
+                ckpt.write_partition_metadata(directory, info.topic_id)
+        except Exception as e:  # one bad partition must not stop the broker
+            log.exception("%s-%d: cannot open the partition: it stays offline", info.name, partition)
+            self.offline[key] = str(e)
+            return None
+        self.offline.pop(key, None)
+        self._logs[key] = plog
+        return plog
+
+    # ------------------------------------------------------------------ queries
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[PartitionLog]:
+        return list(self._logs.values())
+
+    def topic_config(self, name: str) -> dict[str, Any]:
+        """Effective settings of a topic (defaults plus overrides)."""
+        return self._config_for(self._topics[name])
+
+    # ------------------------------------------------------------------ changes
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+        """Create a topic; ``ValueError`` for an illegal name or bad configs (INVALID_CONFIG),
+        ``KafkaError`` TOPIC_ALREADY_EXISTS / INVALID_PARTITIONS."""
+        check_topic_name(name)
+        configs = dict(configs or {})
+        parse_topic_configs(configs)
+        if name in self._topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if not isinstance(partitions, int) or partitions < 1:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"invalid partition count {partitions}")
+        info = TopicInfo(name, ckpt.random_kafka_uuid(), partitions, configs)
+        created: list[PartitionLog] = []
+        try:
+            for partition in range(partitions):
+                plog = self._create_partition(info, partition)
+                created.append(plog)
+            self._topics[name] = info
+            self._write_catalogue()
+        except BaseException:
+            self._topics.pop(name, None)
+            for plog in created:
+                self._logs.pop((name, plog.partition), None)
+                plog.delete()
+                shutil.rmtree(plog.dir, ignore_errors=True)
+            raise
+        log.info("created topic %s (%d partition(s), id %s, overrides %s)", name, partitions,
+                 ckpt.uuid_to_base64(info.topic_id), configs)
+        return info
+
+    def _create_partition(self, info: TopicInfo, partition: int) -> PartitionLog:
+        directory = self.data_dir / f"{info.name}-{partition}"
+        if directory.exists():
+            log.warning("removing stale directory %s before creating the partition", directory)
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+        ckpt.write_partition_metadata(directory, info.topic_id)
+        plog = PartitionLog.open(
+            info.name, partition, directory, self._config_for(info), clean=True, now_ms=self.now_ms,
+            producer_expiration_ms=int(self.broker_config.get("producer.id.expiration.ms")),
+        )
+        self._logs[(info.name, partition)] = plog
+        return plog
+
+    def delete_topic(self, name: str) -> None:
+        """Remove a topic: its logs are closed and its directories deleted."""
+        info = self._topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        doomed: list[Path] = []
+        for partition in range(info.partitions):
+            plog = self._logs.pop((name, partition), None)
+            self.offline.pop((name, partition), None)
+            directory = self.data_dir / f"{name}-{partition}"
+            if plog is not None:
+                plog.delete()
+            if directory.exists():
+                target = self.data_dir / f"{name}-{partition}.{uuid.uuid4().hex}-delete"
+                directory.rename(target)
+                doomed.append(target)
+        del self._topics[name]
+        self._write_catalogue()
+        for path in doomed:
+            shutil.rmtree(path, ignore_errors=True)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, new_total: int) -> None:
+        info = self._topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        if new_total <= info.partitions:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"topic {name} has {info.partitions} partitions; cannot go to {new_total}")
+        old_total = info.partitions
+        for partition in range(old_total, new_total):
+            self._create_partition(info, partition)
+        info.partitions = new_total
+        self._write_catalogue()
+        log.info("topic %s: partitions %d -> %d", name, old_total, new_total)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, Any], *, incremental: bool = False) -> None:
+        """Replace a topic's overrides with ``configs`` (AlterConfigs), or with ``incremental`` merge
+        them in, a value of None removing that override (IncrementalAlterConfigs).
+        ``ValueError`` for unknown names or bad values; nothing changes then."""
+        info = self._topics.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        if incremental:
+            merged = dict(info.configs)
+            for key, value in configs.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+        else:
+            merged = {k: v for k, v in configs.items() if v is not None}
+        parse_topic_configs(merged)
+        info.configs = merged
+        self._write_catalogue()
+        config = self._config_for(info)
+        for partition in range(info.partitions):
+            plog = self._logs.get((name, partition))
+            if plog is not None:
+                plog.update_config(config)
+        log.info("topic %s: config overrides now %s", name, merged)
+
+    # ------------------------------------------------------------------ maintenance
+
+    def checkpoint(self) -> None:
+        """Write both offset checkpoint files (Kafka's format, atomically)."""
+        recovery: dict[tuple[str, int], int] = {}
+        starts: dict[tuple[str, int], int] = {}
+        for key, plog in self._logs.items():
+            recovery[key] = plog.recovery_point
+            segments = plog.segments
+            if segments and plog.log_start_offset > segments[0].base_offset:
+                starts[key] = plog.log_start_offset
+        ckpt.write_offset_checkpoint(self.data_dir / ckpt.RECOVERY_POINT_CHECKPOINT, recovery)
+        ckpt.write_offset_checkpoint(self.data_dir / ckpt.LOG_START_OFFSET_CHECKPOINT, starts)
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Run retention on every log; returns the number of segments deleted."""
+        now = self.now_ms() if now_ms is None else now_ms
+        deleted = 0
+        for plog in self.all_logs():
+            try:
+                deleted += plog.apply_retention(now)
+            except (OSError, KafkaError):
+                log.exception("%s: retention failed", plog.name)
+        return deleted
+
+    def logs_due_for_flush(self, now_ms: int | None = None) -> list[PartitionLog]:
+        """Logs whose flush policy (roll, flush.ms) asks for a flush now."""
+        now = self.now_ms() if now_ms is None else now_ms
+        return [plog for plog in self._logs.values() if plog.flush_due(now)]
+
+    def shutdown(self) -> None:
+        """Close every log (snapshot at its LEO, fsync), write checkpoints, then the clean marker."""
+        all_closed = True
+        for plog in self.all_logs():
+            try:
+                plog.close()
+            except Exception:
+                all_closed = False
+                log.exception("%s: close failed", plog.name)
+        try:
+            self.checkpoint()
+        except OSError:
+            all_closed = False
+            log.exception("cannot write the offset checkpoints")
+        if all_closed and not self.offline:
+            ckpt.write_clean_shutdown_marker(self.data_dir)
+            log.info("clean shutdown of %s", self.data_dir)
+        else:
+            log.warning("shutdown of %s was not clean: the next start will recover", self.data_dir)
+        self._logs.clear()

@@ -1,0 +1,351 @@
+"""Per-partition idempotent-producer state: the rules that make a retried batch a duplicate.
+
+For every producer id that wrote to the partition, minikafka remembers its epoch and its last
+five batches (sequence range, offsets, max timestamp). Before a client batch is written,
+:meth:`ProducerStateManager.check` decides, in Kafka's order (reference §3.2), whether it is a
+duplicate of one of those batches (answered with the original offsets, nothing written), a
+fenced zombie (47), out of sequence (45), or new data. After the write,
+:meth:`ProducerStateManager.update` records it.
+
+Two things go beyond Kafka on purpose (reference, top section):
+
+* snapshots keep the whole window, so a retry of any of the last five batches is still
+  recognised after a restart;
+* expiry runs on the broker's clock from the last append (``last_append_ms``), not on record
+  timestamps the client chose.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage import snapshot as snapshots
+from minikafka.storage.batch import INT32_MAX, BatchHeader, last_sequence
+
+logger = logging.getLogger(__name__)
+
+#: Batches remembered per producer; matches the clients' limit of 5 in-flight requests.
+NUM_BATCHES_TO_RETAIN = 5
+DEFAULT_EXPIRATION_MS = 86_400_000
+#: At most this many snapshot files per partition; older ones only shorten a rare fallback.
+DEFAULT_MAX_SNAPSHOTS = 5
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class BatchMetadata:
+    """One appended batch of a producer: what a retry must match and what it is answered with."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int  # the batch's maxTimestamp, returned as log_append_time_ms for a duplicate
+
+
+def new_window() -> deque[BatchMetadata]:
+    return deque(maxlen=NUM_BATCHES_TO_RETAIN)
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    """What the partition knows about one producer id; ``batches`` is oldest first."""
+
+    producer_id: int
+    epoch: int
+    batches: deque[BatchMetadata] = field(default_factory=new_window)
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+    last_timestamp: int = -1  # maxTimestamp of the last batch (reported by DescribeProducers)
+    last_append_ms: int = -1  # broker clock at the last append; drives expiry
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def has_open_transaction(self) -> bool:
+        return self.current_txn_first_offset >= 0
+
+
+class ProducerStateManager:
+    """Producer entries of one partition, plus the snapshot files in its directory.
+
+    ``map_end_offset`` is the log offset the state reflects: every batch below it has been
+    passed to :meth:`update` (or is covered by the snapshot it was loaded from).
+    """
+
+    def __init__(
+        self,
+        partition_dir: Path,
+        expiration_ms: int = DEFAULT_EXPIRATION_MS,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        *,
+        max_snapshots: int = DEFAULT_MAX_SNAPSHOTS,
+    ) -> None:
+        self.partition_dir = Path(partition_dir)
+        self.expiration_ms = expiration_ms
+        self.max_snapshots = max(1, max_snapshots)
+        self._now_ms = now_ms
+        self._producers: dict[int, ProducerStateEntry] = {}
+        self._view = MappingProxyType(self._producers)
+        self.map_end_offset = 0
+        self._last_snap_offset: int | None = None
+        self._dirty = True  # state changed since the snapshot at _last_snap_offset was written/read
+        self.counters: dict[str, int] = {"duplicates": 0, "out_of_order": 0, "fenced": 0, "expired": 0}
+
+    # -- the produce path ----------------------------------------------------------------------
+
+    def check(self, header: BatchHeader) -> BatchMetadata | None:
+        """Judge a client batch before it is written; state is never changed.
+
+        Returns the cached batch it duplicates, or None if it may be appended (including
+        batches without a producer id). Raises :class:`KafkaError` 47, 45 or 48.
+        """
+        pid = header.producer_id
+        if pid < 0:
+            return None
+        entry = self._producers.get(pid)
+        if entry is None:
+            return None  # unknown or expired producer: any epoch and sequence (KIP-360)
+        epoch = header.producer_epoch
+        first_seq = header.base_sequence
+        if epoch == entry.epoch:
+            last_seq = last_sequence(first_seq, header.last_offset_delta)
+            for cached in entry.batches:
+                if cached.first_seq == first_seq and cached.last_seq == last_seq:
+                    self.counters["duplicates"] += 1
+                    return cached
+            if entry.epoch != -1:
+                batches = entry.batches
+                prev = batches[-1].last_seq if batches else -1
+                if first_seq != prev + 1 and not (first_seq == 0 and prev == INT32_MAX):
+                    self.counters["out_of_order"] += 1
+                    raise KafkaError(
+                        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                        f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {prev}",
+                    )
+        elif epoch < entry.epoch:
+            self.counters["fenced"] += 1
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer {pid}: epoch {epoch} is older than the current epoch {entry.epoch}",
+            )
+        elif first_seq != 0 and entry.epoch != -1:
+            self.counters["out_of_order"] += 1
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {pid}: new epoch {epoch} must start at sequence 0, not {first_seq}",
+            )
+        if entry.current_txn_first_offset >= 0 and not header.is_transactional:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"producer {pid} has an open transaction; non-transactional batch refused",
+            )
+        return None
+
+    def update(self, header: BatchHeader, append_ms: int | None = None) -> None:
+        """Record a batch that is now in the log at ``header.base_offset``.
+
+        Also the lenient replay used when rebuilding state from the log: nothing is checked,
+        the entry simply takes the batch's epoch (a different epoch empties the window, so the
+        window only ever holds batches of the entry's epoch) and sequence. ``append_ms``
+        defaults to the broker clock now, which for a replay gives each producer a full expiry
+        period from the restart.
+        """
+        first_offset = header.base_offset
+        delta = header.last_offset_delta
+        self.map_end_offset = first_offset + delta + 1
+        pid = header.producer_id
+        if pid < 0:
+            return
+        self._dirty = True
+        epoch = header.producer_epoch
+        entry = self._producers.get(pid)
+        if entry is None:
+            entry = ProducerStateEntry(pid, epoch)
+            self._producers[pid] = entry
+        elif epoch != entry.epoch:
+            entry.batches.clear()
+            entry.epoch = epoch
+        timestamp = header.max_timestamp
+        entry.last_timestamp = timestamp
+        entry.last_append_ms = self._now_ms() if append_ms is None else append_ms
+        if header.is_control:
+            # A transaction marker (only in logs Kafka wrote): it ends the open transaction.
+            entry.current_txn_first_offset = -1
+            return
+        first_seq = header.base_sequence
+        if delta == 0:  # single-record batch: share the int objects
+            last_seq, last_offset = first_seq, first_offset
+        else:
+            last_seq, last_offset = last_sequence(first_seq, delta), first_offset + delta
+        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+        if entry.current_txn_first_offset < 0 and header.is_transactional:
+            entry.current_txn_first_offset = first_offset
+
+    # -- expiry --------------------------------------------------------------------------------
+
+    def set_expiration_ms(self, ms: int) -> None:
+        self.expiration_ms = ms
+
+    def is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return entry.current_txn_first_offset < 0 and now_ms - entry.last_append_ms >= self.expiration_ms
+
+    def expire(self, now_ms: int | None = None) -> int:
+        """Forget producers idle (by the broker clock) for ``expiration_ms``; return how many."""
+        now = self._now_ms() if now_ms is None else now_ms
+        gone = [pid for pid, entry in self._producers.items() if self.is_expired(entry, now)]
+        for pid in gone:
+            del self._producers[pid]
+        if gone:
+            self._dirty = True
+            self.counters["expired"] += len(gone)
+        return len(gone)
+
+    def producers(self) -> Mapping[int, ProducerStateEntry]:
+        """Read-only live view of the entries (for DescribeProducers and metrics)."""
+        return self._view
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def take_snapshot(self, offset: int | None = None, fsync: bool = True) -> Path | None:
+        """Write the state as ``<offset>.snapshot``; return its path, or None if skipped.
+
+        ``offset`` defaults to ``map_end_offset``. A larger offset moves ``map_end_offset`` up to
+        it (the caller vouches that no producer batch lies in between, e.g. at a segment roll);
+        a smaller one is refused because the state already includes later batches. Nothing is
+        written if the snapshot at this offset was written or loaded by this manager and the
+        state has not changed since. Afterwards only the newest ``max_snapshots`` files remain.
+        """
+        if offset is None:
+            offset = self.map_end_offset
+        elif offset < self.map_end_offset:
+            raise ValueError(
+                f"snapshot offset {offset} is below the state's end offset {self.map_end_offset}"
+            )
+        else:
+            self.map_end_offset = offset
+        path = snapshots.snapshot_path(self.partition_dir, offset)
+        if offset == self._last_snap_offset and not self._dirty and path.exists():
+            return None
+        snapshots.write_snapshot_file(path, snapshots.encode_snapshot(self._producers.values()), fsync=fsync)
+        self._last_snap_offset = offset
+        self._dirty = False
+        self._limit_snapshot_count(keep=offset)
+        return path
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
+        """Drop out-of-range snapshots and load the newest valid one (reference §4.4, §4.5, §5.4).
+
+        Snapshots above the log end or below the log start are deleted. Unlike Kafka, the one
+        exactly at the log start is kept: it describes the state at that offset and the log
+        from there on is complete, so producers whose batches were all removed by retention or
+        DeleteRecords keep their state across a restart, clean or not.
+
+        Unreadable snapshots (wrong version, bad CRC, empty, short, trailing bytes) are logged,
+        deleted, and the next older one is tried. Expired entries are left out. Without any
+        usable snapshot the state is empty at ``log_start_offset``. The caller then replays the
+        log from ``map_end_offset`` with :meth:`update` and takes a snapshot at the log end.
+        """
+        snapshots.remove_leftover_files(self.partition_dir)
+        for offset in snapshots.list_snapshot_offsets(self.partition_dir):
+            if offset > log_end_offset or offset < log_start_offset:
+                self.delete_snapshot(offset)
+        self._producers.clear()
+        self._last_snap_offset = None
+        self._dirty = True
+        for offset in reversed(snapshots.list_snapshot_offsets(self.partition_dir)):
+            path = snapshots.snapshot_path(self.partition_dir, offset)
+            try:
+                data = path.read_bytes()
+                mtime_ms = os.stat(path).st_mtime_ns // 1_000_000
+                loaded = snapshots.decode_snapshot(data, mtime_ms, BatchMetadata)
+            except (OSError, snapshots.CorruptSnapshotError) as exc:
+                logger.warning("deleting unusable producer snapshot %s: %s", path, exc)
+                self._unlink(path)
+                continue
+            dropped = self._install(loaded)
+            self.map_end_offset = offset
+            self._last_snap_offset = offset
+            self._dirty = dropped > 0
+            return
+        self.map_end_offset = log_start_offset
+
+    def _install(self, loaded: Iterable[snapshots.SnapshotEntry]) -> int:
+        """Make loaded entries live, leaving out expired ones; return how many were left out."""
+        now = self._now_ms()
+        dropped = 0
+        producers = self._producers
+        for item in loaded:
+            entry = ProducerStateEntry(
+                item.producer_id,
+                item.epoch,
+                deque(item.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+                item.coordinator_epoch,
+                item.current_txn_first_offset,
+                item.last_timestamp,
+                item.last_append_ms,
+            )
+            if self.is_expired(entry, now):
+                dropped += 1
+                producers.pop(item.producer_id, None)  # a later duplicate id replaces, Kafka-style
+                continue
+            producers[item.producer_id] = entry
+        self.counters["expired"] += dropped
+        return dropped
+
+    def remove_stray_snapshots(self, segment_base_offsets: list[int]) -> None:
+        """Delete snapshots not at a segment base, except the newest if above every base.
+
+        That newest one is the snapshot a clean shutdown left at the log end (reference §4.4).
+        """
+        bases = set(segment_base_offsets)
+        strays = [o for o in snapshots.list_snapshot_offsets(self.partition_dir) if o not in bases]
+        keep = None
+        if strays and (not bases or strays[-1] > max(bases)):
+            keep = strays[-1]
+        for offset in strays:
+            if offset != keep:
+                self.delete_snapshot(offset)
+
+    def delete_snapshot(self, offset: int) -> None:
+        """Delete the snapshot at ``offset`` if there is one (e.g. its segment was deleted)."""
+        self._unlink(snapshots.snapshot_path(self.partition_dir, offset))
+        if offset == self._last_snap_offset:
+            self._last_snap_offset = None
+
+    def latest_snapshot_offset(self) -> int | None:
+        offsets = snapshots.list_snapshot_offsets(self.partition_dir)
+        return offsets[-1] if offsets else None
+
+    def snapshot_offsets(self) -> list[int]:
+        return snapshots.list_snapshot_offsets(self.partition_dir)
+
+    def _limit_snapshot_count(self, keep: int) -> None:
+        offsets = [o for o in snapshots.list_snapshot_offsets(self.partition_dir) if o != keep]
+        excess = len(offsets) + 1 - self.max_snapshots
+        for offset in offsets[:excess] if excess > 0 else ():
+            self.delete_snapshot(offset)
+
+    @staticmethod
+    def _unlink(path: Path) -> None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:  # e.g. a read-only directory: never fatal for the broker
+            logger.warning("could not delete producer snapshot %s: %s", path, exc)
