@@ -99,7 +99,7 @@ def confluent_consume(bootstrap: str, topic: str, partitions: int, expected: int
 def kafka_python_produce(bootstrap: str, topic: str, records: list[Any], **config: Any) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **config)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **{"linger_ms": 5, **config})
     futures = [producer.send(topic, key=key, value=value, headers=headers, timestamp_ms=ts)
                for key, value, headers, ts in records]
     producer.flush(60)
@@ -136,7 +136,7 @@ def aiokafka_produce(bootstrap: str, topic: str, records: list[Any], **config: A
     from aiokafka import AIOKafkaProducer
 
     async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **config)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **{"linger_ms": 5, **config})
         await producer.start()
         try:
             futures = [await producer.send(topic, key=key, value=value, headers=headers, timestamp_ms=ts)

@@ -339,9 +339,13 @@ def test_empty_or_half_written_newest_snapshot_falls_back(log: Partition, caplog
     assert_fell_back_to_snapshot_at_1(log, caplog)
 
 
-def test_trailing_bytes_make_snapshot_corrupt(log: Partition, caplog) -> None:
+@pytest.mark.parametrize("fix_crc", [False, True])
+def test_trailing_bytes_make_snapshot_corrupt(log: Partition, caplog, fix_crc: bool) -> None:
     newest = two_snapshots(log)
-    newest.write_bytes(newest.read_bytes() + b"\0")
+    data = newest.read_bytes() + bytes(snapfmt.BATCH_SIZE)
+    if fix_crc:  # even with a matching checksum, bytes after the last entry are refused
+        data = data[:2] + struct.pack(">I", crc32c(data[6:])) + data[6:]
+    newest.write_bytes(data)
     assert_fell_back_to_snapshot_at_1(log, caplog)
 
 

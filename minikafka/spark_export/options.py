@@ -1,0 +1,243 @@
+"""The reader's options: Spark's Kafka source option names, values and checks, plus a few extras.
+
+Option names are case-insensitive, as Spark's are. Which topics to read:
+
+* ``subscribe`` — comma-separated topic names;
+* ``subscribePattern`` — a regular expression a whole topic name must match;
+* ``assign`` — JSON ``{"topicA":[0,1],"topicB":[2]}``;
+* none of them (an extension; Spark requires one) — every topic except internal ones.
+
+Only one of the three may be given. Where to start and stop (precedence as in Spark: a global
+timestamp, then per-partition timestamps, then offsets):
+
+* ``startingOffsets`` — ``earliest`` (default) or JSON ``{"t":{"0":23,"1":-2}}`` (-2 = earliest);
+  ``latest`` is refused for a batch read, as Spark refuses it;
+* ``endingOffsets`` — ``latest`` (default) or JSON (-1 = latest); ``earliest`` is refused;
+* ``startingTimestamp`` / ``endingTimestamp`` — milliseconds since the epoch, every partition;
+* ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` — JSON ``{"t":{"0":1700000000000}}``;
+* ``startingOffsetsByTimestampStrategy`` — ``error`` (default) or ``latest``, when no record is at
+  or after a starting timestamp.
+
+Others: ``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPartition``,
+``includeHeaders``, and the extensions ``includeProducerFields`` (producerId, producerEpoch,
+sequence, isTransactional) and ``maxBytesPerPartition`` (default 128 MiB: larger segments are
+split at offset-index entries).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from minikafka.spark_export.errors import ExportOptionError
+
+EARLIEST = -2
+LATEST = -1
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 << 20
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetLimit:
+    """One end of the range to read.
+
+    ``kind`` is ``earliest``, ``latest``, ``offsets`` (``per_partition`` holds offsets, with -2/-1
+    for earliest/latest), ``timestamp`` (``timestamp`` for every partition) or ``timestamps``
+    (``per_partition`` holds timestamps).
+    """
+
+    kind: str
+    per_partition: dict[TopicPartition, int] | None = None
+    timestamp: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    path: str
+    subscribe: tuple[str, ...] | None
+    subscribe_pattern: str | None
+    assign: tuple[TopicPartition, ...] | None
+    starting: OffsetLimit
+    ending: OffsetLimit
+    no_match_latest: bool
+    fail_on_data_loss: bool
+    min_partitions: int | None
+    max_records_per_partition: int | None
+    max_bytes_per_partition: int
+    include_headers: bool
+    include_producer_fields: bool
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    value = options.get(name.lower())
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ExportOptionError(f"option {name} must be 'true' or 'false', got {value!r}")
+    return text == "true"
+
+
+def _positive(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+    value = options.get(name.lower())
+    if value is None:
+        return default
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ExportOptionError(f"option {name} must be an integer, got {value!r}") from None
+    if number <= 0:
+        raise ExportOptionError(f"{name} must be positive")
+    return number
+
+
+def _json(value: str, example: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise ExportOptionError(f"Expected e.g. {example}, got {value}") from None
+
+
+def parse_assign(value: str) -> tuple[TopicPartition, ...]:
+    example = '{"topicA":[0,1],"topicB":[0,1]}'
+    if not value.strip().startswith("{"):
+        raise ExportOptionError(f"No topicpartitions to assign as specified value for option 'assign' is '{value}'")
+    parsed = _json(value, example)
+    if not isinstance(parsed, dict):
+        raise ExportOptionError(f"Expected e.g. {example}, got {value}")
+    out: list[TopicPartition] = []
+    for topic, parts in parsed.items():
+        if not isinstance(parts, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+            raise ExportOptionError(f"Expected e.g. {example}, got {value}")
+        out.extend((topic, p) for p in parts)
+    return tuple(out)
+
+
+def parse_partition_numbers(value: str, what: str) -> dict[TopicPartition, int]:
+    """``{"topicA":{"0":23,"1":-1}}`` -> ``{("topicA", 0): 23, ("topicA", 1): -1}``."""
+    example = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+    parsed = _json(value, example)
+    if not isinstance(parsed, dict):
+        raise ExportOptionError(f"Expected e.g. {example} for {what}, got {value}")
+    out: dict[TopicPartition, int] = {}
+    for topic, parts in parsed.items():
+        if not isinstance(parts, dict):
+            raise ExportOptionError(f"Expected e.g. {example} for {what}, got {value}")
+        for part, number in parts.items():
+            if not isinstance(number, int) or isinstance(number, bool):
+                raise ExportOptionError(f"Expected e.g. {example} for {what}, got {value}")
+            try:
+                out[(topic, int(part))] = number
+            except ValueError:
+                raise ExportOptionError(f"Expected e.g. {example} for {what}, got {value}") from None
+    return out
+
+
+def _limit(options: Mapping[str, str], prefix: str, default: str) -> OffsetLimit:
+    """``prefix`` is ``starting`` or ``ending``: Spark's precedence over the three option forms."""
+    global_ts = options.get(f"{prefix}timestamp")
+    if global_ts is not None:
+        try:
+            return OffsetLimit("timestamp", timestamp=int(str(global_ts).strip()))
+        except ValueError:
+            raise ExportOptionError(f"Expected a single long value, got {global_ts}") from None
+    by_ts = options.get(f"{prefix}offsetsbytimestamp")
+    if by_ts is not None:
+        return OffsetLimit("timestamps", per_partition=parse_partition_numbers(by_ts, f"{prefix}OffsetsByTimestamp"))
+    value = options.get(f"{prefix}offsets")
+    if value is None:
+        return OffsetLimit(default)
+    text = str(value).strip()
+    if text.lower() in ("earliest", "latest"):
+        return OffsetLimit(text.lower())
+    return OffsetLimit("offsets", per_partition=parse_partition_numbers(text, f"{prefix}Offsets"))
+
+
+def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
+    if starting.kind == "latest":
+        raise ExportOptionError("starting offset can't be latest for batch queries")
+    if starting.kind == "offsets":
+        for (topic, part), off in (starting.per_partition or {}).items():
+            if off == LATEST:
+                raise ExportOptionError(f"startingOffsets for {topic}-{part} can't be latest for batch queries")
+            if off < EARLIEST:
+                raise ExportOptionError(f"startingOffsets for {topic}-{part} is negative: {off}")
+    if ending.kind == "earliest":
+        raise ExportOptionError("ending offset can't be earliest for batch queries")
+    if ending.kind == "offsets":
+        for (topic, part), off in (ending.per_partition or {}).items():
+            if off == EARLIEST:
+                raise ExportOptionError(f"ending offset for {topic}-{part} can't be earliest for batch queries")
+            if off < LATEST:
+                raise ExportOptionError(f"endingOffsets for {topic}-{part} is negative: {off}")
+    if starting.kind == ending.kind and starting.kind in ("offsets", "timestamps"):
+        start, end = starting.per_partition or {}, ending.per_partition or {}
+        if start.keys() != end.keys():
+            raise ExportOptionError(
+                f"starting and ending offsets name different partitions: {sorted(start)} vs {sorted(end)}"
+            )
+        for tp, s in start.items():
+            e = end[tp]
+            if s >= 0 and e >= 0 and s > e:
+                raise ExportOptionError(f"starting offset {s} is greater than ending offset {e} for {tp[0]}-{tp[1]}")
+
+
+def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
+    """Check and convert a data source's options (keys in any case)."""
+    options = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
+    path = options.get("path")
+    if not path:
+        raise ExportOptionError('a data directory is required: spark.read.format("minikafka").load("<data-dir>")')
+
+    strategies = [k for k in ("subscribe", "subscribepattern", "assign") if k in options]
+    if len(strategies) > 1:
+        raise ExportOptionError(
+            "Only one of the following options can be specified: subscribe, subscribePattern, assign"
+        )
+    subscribe = pattern = assign = None
+    if "subscribe" in options:
+        subscribe = tuple(t.strip() for t in options["subscribe"].split(",") if t.strip())
+        if not subscribe:
+            raise ExportOptionError(
+                f"No topics to subscribe to as specified value for option 'subscribe' is '{options['subscribe']}'"
+            )
+    if "subscribepattern" in options:
+        pattern = options["subscribepattern"].strip()
+        if not pattern:
+            raise ExportOptionError("Pattern to subscribe is empty as specified value for option 'subscribePattern'")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ExportOptionError(f"invalid subscribePattern {pattern!r}: {exc}") from None
+    if "assign" in options:
+        assign = parse_assign(options["assign"])
+
+    starting = _limit(options, "starting", "earliest")
+    ending = _limit(options, "ending", "latest")
+    _check_batch_limits(starting, ending)
+
+    strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise ExportOptionError(f"startingOffsetsByTimestampStrategy must be 'error' or 'latest', got {strategy!r}")
+
+    max_bytes = _positive(options, "maxBytesPerPartition", DEFAULT_MAX_BYTES_PER_PARTITION)
+    assert max_bytes is not None
+    return ReadOptions(
+        path=path,
+        subscribe=subscribe,
+        subscribe_pattern=pattern,
+        assign=assign,
+        starting=starting,
+        ending=ending,
+        no_match_latest=strategy == "latest",
+        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+        min_partitions=_positive(options, "minPartitions", None),
+        max_records_per_partition=_positive(options, "maxRecordsPerPartition", None),
+        max_bytes_per_partition=max_bytes,
+        include_headers=_bool(options, "includeHeaders", False),
+        include_producer_fields=_bool(options, "includeProducerFields", False),
+    )
