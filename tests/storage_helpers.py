@@ -70,3 +70,8 @@ def batch_positions(log_file: Path) -> list[tuple[int, int, int]]:
 
 def segment_files(directory: Path, suffix: str) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.endswith(suffix))
+
+
+def crash(plog: PartitionLog) -> None:
+    """Drop a log as a killed process would (see :meth:`PartitionLog.abandon`)."""
+    plog.abandon()

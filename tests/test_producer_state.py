@@ -444,31 +444,39 @@ def test_producers_view_is_read_only_and_live(log: Partition) -> None:
 
 # -- property: duplicates are exactly the retries of the window -------------------------------------
 
+PID_INDEX = st.integers(0, 1)
+NEXT = st.tuples(st.just("next"), PID_INDEX, st.integers(1, 3))
+RETRY = st.tuples(st.just("retry"), PID_INDEX, st.integers(1, 7))
 OPS = st.lists(
     st.one_of(
-        st.tuples(st.just("next"), st.integers(0, 2), st.integers(1, 3)),
-        st.tuples(st.just("retry"), st.integers(0, 2), st.integers(1, 8)),
-        st.tuples(st.just("bump"), st.integers(0, 2), st.integers(1, 3)),
+        NEXT,
+        NEXT,
+        NEXT,
+        RETRY,
+        RETRY,
+        st.tuples(st.just("burst"), PID_INDEX, st.integers(4, 7)),  # fill the window, then retries bite
+        st.tuples(st.just("resize"), PID_INDEX, st.integers(1, 6), st.sampled_from([-1, 1])),
+        st.tuples(st.just("bump"), PID_INDEX, st.integers(1, 3)),
         st.tuples(
             st.just("any"),
-            st.integers(0, 2),
+            PID_INDEX,
             st.integers(0, 4),
             st.one_of(st.integers(0, 12), st.integers(INT32_MAX - 3, INT32_MAX)),
             st.integers(1, 3),
         ),
         st.tuples(st.just("restart")),
     ),
-    max_size=60,
+    max_size=80,
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS)
 def test_check_flags_exactly_the_retries_of_the_last_five_same_epoch_batches(ops) -> None:
     """A duplicate answer always names an earlier append of the same range and epoch, and a
     retry of any of the last five same-epoch appends is always answered with its offsets,
     including after a snapshot-and-reload restart."""
-    pids = [P, Q, 3000]
+    pids = [P, Q]
     with tempfile.TemporaryDirectory() as d:
         mgr = ProducerStateManager(Path(d), now_ms=Clock())
         leo = 0
@@ -520,10 +528,19 @@ def test_check_flags_exactly_the_retries_of_the_last_five_same_epoch_batches(ops
             pid = pids[op[1]]
             if kind == "next":
                 send(pid, epoch_of.get(pid, 0), next_seq(pid), op[2])
+            elif kind == "burst":
+                for _ in range(op[2]):
+                    send(pid, epoch_of.get(pid, 0), next_seq(pid), 1)
             elif kind == "retry":
                 if len(history[pid]) >= op[2]:
                     epoch, first, _last, first_off, last_off = history[pid][-op[2]]
                     send(pid, epoch, first, last_off - first_off + 1)
+            elif kind == "resize":  # same first sequence as a recent batch, one record more or fewer
+                if len(history[pid]) >= op[2]:
+                    epoch, first, _last, first_off, last_off = history[pid][-op[2]]
+                    count = last_off - first_off + 1 + op[3]
+                    if count >= 1:
+                        send(pid, epoch, first, count)
             elif kind == "bump":
                 send(pid, epoch_of.get(pid, 0) + op[2], 0, 1)
             else:

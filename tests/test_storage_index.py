@@ -48,9 +48,15 @@ def test_offset_lookup_gives_greatest_entry_at_or_below_target_else_base(tmp_pat
     assert index.lookup(10**6) == (79, 9000)
 
 
-def test_offset_index_load_rejects_trailing_zero_entries_left_by_a_crash(tmp_path: Path) -> None:
+def test_offset_index_load_drops_the_zero_preallocated_tail_left_by_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "x.index"
-    path.write_bytes(struct.pack(">ii", 9, 100) + bytes(8 * 10))
+    path.write_bytes(struct.pack(">iiii", 9, 100, 16, 256) + bytes(8 * 10))
+    assert OffsetIndex.load(path, 0, 4096, log_size=20000).entries() == [(9, 100), (16, 256)]
+
+
+def test_offset_index_load_rejects_entries_that_do_not_increase(tmp_path: Path) -> None:
+    path = tmp_path / "x.index"
+    path.write_bytes(struct.pack(">iiiiii", 9, 100, 0, 0, 12, 300))
     with pytest.raises(CorruptIndexError):
         OffsetIndex.load(path, 0, 4096, log_size=20000)
 
@@ -89,7 +95,7 @@ def test_time_index_lookup_below_finds_last_entry_with_a_smaller_timestamp(tmp_p
 
 def test_time_index_load_rejects_decreasing_timestamps(tmp_path: Path) -> None:
     path = tmp_path / "x.timeindex"
-    path.write_bytes(struct.pack(">qiqi", 200, 4, 0, 0))
+    path.write_bytes(struct.pack(">qiqiqi", 200, 4, 0, 0, 300, 9))
     with pytest.raises(CorruptIndexError):
         TimeIndex.load(path, 0, 4096)
 

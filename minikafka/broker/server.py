@@ -132,10 +132,11 @@ class Broker:
         for conn in list(self._connections):
             conn.close()
         self.fetch_waiters.notify_all()
-        for task in list(self._tasks):
-            task.cancel()
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            # Closed transports end each connection loop at its next read.
+            _done, pending = await asyncio.wait(list(self._tasks), timeout=5)
+            for task in pending:
+                task.cancel()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 1)

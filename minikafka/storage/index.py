@@ -15,6 +15,7 @@ a cleanly closed directory is byte-compatible with Kafka's.
 
 from __future__ import annotations
 
+import operator
 import os
 import struct
 import sys
@@ -37,6 +38,20 @@ def _open_rw(path: Path) -> int:
 def _read_file(path: Path) -> bytes:
     with open(path, "rb") as f:
         return f.read()
+
+
+def _increasing(values: array) -> bool:
+    return all(map(operator.lt, values, values[1:]))
+
+
+def _strip_preallocated(data: bytes, entry_size: int, path: Path) -> bytes:
+    """Check the length and drop trailing all-zero entries (never written: an entry at relative
+    offset 0 and position 0 cannot occur, the first batch of a segment gets no entry)."""
+    if len(data) % entry_size:
+        raise CorruptIndexError(f"{path.name}: length {len(data)} is not a multiple of {entry_size}")
+    used = len(data.rstrip(b"\0"))
+    used += -used % entry_size
+    return data[:used] if used < len(data) else data
 
 
 class _IndexFile:
@@ -76,6 +91,12 @@ class _IndexFile:
             if data:
                 os.pwrite(self._fd, data, 0)
         os.ftruncate(self._fd, self.max_entries * self.entry_size)
+
+    def abandon(self) -> None:
+        """Close the file as it is, untrimmed: what a crash leaves behind."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
     def close_active(self) -> None:
         """Trim the file to its entries and close it (segment roll, log close)."""
@@ -134,19 +155,16 @@ class OffsetIndex(_IndexFile):
         """Read an existing file; raise :class:`CorruptIndexError` if it is not a valid index.
 
         Valid means: length a multiple of 8, relative offsets and positions strictly increasing,
-        every position inside the ``.log``. A pre-allocated file left by a crash has trailing
-        zero entries and so fails the check."""
+        every position inside the ``.log``. Trailing all-zero entries (the unused pre-allocated
+        part left by a crash) are dropped first."""
         index = cls(path, base_offset, max_index_size)
-        data = _read_file(path)
-        if len(data) % cls.entry_size:
-            raise CorruptIndexError(f"{path.name}: length {len(data)} is not a multiple of 8")
+        data = _strip_preallocated(_read_file(path), cls.entry_size, path)
         words = array("i", data)
         if sys.byteorder == "little":
             words.byteswap()
         rel, pos = words[0::2], words[1::2]
-        for i in range(1, len(rel)):
-            if rel[i] <= rel[i - 1] or pos[i] <= pos[i - 1]:
-                raise CorruptIndexError(f"{path.name}: entry {i} is not above entry {i - 1}")
+        if not (_increasing(rel) and _increasing(pos)):
+            raise CorruptIndexError(f"{path.name}: entries do not increase")
         if rel and (rel[0] < 0 or pos[0] < 0 or pos[-1] >= log_size):
             raise CorruptIndexError(f"{path.name}: entry out of range of the segment")
         index._rel, index._pos = rel, pos
@@ -205,15 +223,12 @@ class TimeIndex(_IndexFile):
         """Read an existing file; raise :class:`CorruptIndexError` if it is not a valid time index
         (length a multiple of 12, timestamps strictly and offsets weakly increasing, offsets >= 0)."""
         index = cls(path, base_offset, max_index_size)
-        data = _read_file(path)
-        if len(data) % cls.entry_size:
-            raise CorruptIndexError(f"{path.name}: length {len(data)} is not a multiple of 12")
-        ts, rel = array("q"), array("i")
-        for t, r in _TIME_ENTRY.iter_unpack(data):
-            if r < 0 or (ts and (t <= ts[-1] or r < rel[-1])):
-                raise CorruptIndexError(f"{path.name}: entry {len(ts)} out of order")
-            ts.append(t)
-            rel.append(r)
+        data = _strip_preallocated(_read_file(path), cls.entry_size, path)
+        entries = list(_TIME_ENTRY.iter_unpack(data))
+        ts = array("q", [t for t, _ in entries])
+        rel = array("i", [r for _, r in entries])
+        if not _increasing(ts) or not all(map(operator.le, rel, rel[1:])) or (rel and rel[0] < 0):
+            raise CorruptIndexError(f"{path.name}: entries out of order")
         index._ts, index._rel = ts, rel
         return index
 

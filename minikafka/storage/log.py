@@ -187,14 +187,33 @@ class PartitionLog:
         plog._load(clean, max(0, log_start_offset), max(0, recovery_point))
         return plog
 
+    def _close_quietly(self, segments: list[LogSegment]) -> None:
+        for seg in segments:
+            try:
+                seg.close()
+            except OSError:
+                pass
+
     def _load(self, clean: bool, checkpoint_start: int, checkpoint_recovery: int) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        s = self._settings
         now = self._now_ms()
         self._remove_temporary_files()
         bases = self._segment_bases_on_disk()
         recovered: set[int] = set()
         segments: list[LogSegment] = []
+        try:
+            self._open_and_recover(bases, segments, recovered, clean, checkpoint_recovery, now)
+        except BaseException:
+            self._close_quietly(segments)
+            raise
+        segments = self._drop_overlapping(segments)
+        self._finish_load(segments, bases, recovered, clean, checkpoint_start, checkpoint_recovery, now)
+
+    def _open_and_recover(self, bases: list[int], segments: list[LogSegment], recovered: set[int],
+                          clean: bool, checkpoint_recovery: int, now: int) -> None:
+        """Open every segment, rebuilding those with unusable indexes, then (after an unclean
+        shutdown) re-validate from the recovery point on. Fills ``segments`` and ``recovered``."""
+        s = self._settings
         for i, base in enumerate(bases):
             seg, reason = LogSegment.open(self.dir, base, s.index_max_bytes, s.index_interval_bytes, now)
             segments.append(seg)
@@ -220,7 +239,10 @@ class PartitionLog:
                         other.delete()
                     del segments[i + 1:]
                     break
-        segments = self._drop_overlapping(segments)
+
+    def _finish_load(self, segments: list[LogSegment], bases: list[int], recovered: set[int], clean: bool,
+                     checkpoint_start: int, checkpoint_recovery: int, now: int) -> None:
+        s = self._settings
         end = segments[-1].next_offset if segments else checkpoint_start
         if segments and end < checkpoint_start:
             log.warning("%s: log end %d is below the checkpointed log start %d: deleting all segments",
@@ -346,7 +368,7 @@ class PartitionLog:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
         if now_ms is None:
             now_ms = self._now_ms()
-        if isinstance(batch, bytes):
+        if isinstance(batch, bytes) or (isinstance(batch, memoryview) and batch.readonly):
             batch = bytearray(batch)
         s = self._settings
         size = len(batch)
@@ -682,6 +704,15 @@ class PartitionLog:
                 self.recovery_point = target
             self._unflushed_messages = 0
             self._last_flush_ms = self._now_ms()
+
+    def abandon(self) -> None:
+        """Drop the log as a crash would: no snapshot, no trim, no fsync (tests and fault injection)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for seg in self._segments:
+                seg.abandon()
 
     def close(self) -> None:
         """Clean close: snapshot at the LEO, trim the indexes, fsync everything."""

@@ -79,6 +79,7 @@ class LogManager:
     def load(self) -> None:
         started = time.monotonic()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        first_start = not (self.data_dir / ckpt.META_PROPERTIES).exists()
         self._load_meta_properties()
         self.clean_start = ckpt.consume_clean_shutdown_marker(self.data_dir)
         recovery_points = ckpt.read_offset_checkpoint(self.data_dir / ckpt.RECOVERY_POINT_CHECKPOINT)
@@ -91,9 +92,9 @@ class LogManager:
                 self._open_partition(info, partition, log_starts.get(key, 0),
                                      recovery_points.get(key, 0), self.clean_start)
         self._loaded = True
-        log.info("loaded %d partition(s) of %d topic(s) from %s after a%s shutdown in %.0f ms%s",
-                 len(self._logs), len(self._topics), self.data_dir,
-                 " clean" if self.clean_start else "n unclean",
+        how = "first start" if first_start else "clean shutdown" if self.clean_start else "UNCLEAN shutdown"
+        log.info("loaded %d partition(s) of %d topic(s) from %s (%s) in %.0f ms%s",
+                 len(self._logs), len(self._topics), self.data_dir, how,
                  (time.monotonic() - started) * 1000,
                  f"; {len(self.offline)} offline" if self.offline else "")
 
@@ -358,6 +359,13 @@ class LogManager:
         """Logs whose flush policy (roll, flush.ms) asks for a flush now."""
         now = self.now_ms() if now_ms is None else now_ms
         return [plog for plog in self._logs.values() if plog.flush_due(now)]
+
+    def abandon(self) -> None:
+        """Stop as a crash would: no snapshots, checkpoints or clean marker are written."""
+        for plog in self.all_logs():
+            plog.abandon()
+        self._logs.clear()
+        log.warning("%s abandoned without a clean shutdown", self.data_dir)
 
     def shutdown(self) -> None:
         """Close every log (snapshot at its LEO, fsync), write checkpoints, then the clean marker."""

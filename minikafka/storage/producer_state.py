@@ -87,7 +87,9 @@ class ProducerStateManager:
     """Producer entries of one partition, plus the snapshot files in its directory.
 
     ``map_end_offset`` is the log offset the state reflects: every batch below it has been
-    passed to :meth:`update` (or is covered by the snapshot it was loaded from).
+    passed to :meth:`update` (or is covered by the snapshot it was loaded from). A new manager
+    is empty; the partition log calls :meth:`truncate_and_reload` when it opens. Not
+    thread-safe: call it only from the code that appends (snapshots included).
     """
 
     def __init__(

@@ -339,6 +339,14 @@ class LogSegment:
             os.close(self.fd)
             self.fd = -1
 
+    def abandon(self) -> None:
+        """Close every file as it is, untrimmed and unsynced: what a crash leaves behind."""
+        self.offset_index.abandon()
+        self.time_index.abandon()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
     def truncate_to_empty(self) -> None:
         """Drop every batch (used when recovery of this segment fails outright)."""
         os.ftruncate(self.fd, 0)

@@ -1,0 +1,62 @@
+"""Run ``minikafka serve`` in a child process for a benchmark, on a free port and a fresh data dir."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def serve(*args: str, data_dir: str | None = None) -> Iterator[tuple[str, subprocess.Popen[str], str]]:
+    """Yield (bootstrap, process, data dir); the broker is stopped with SIGTERM afterwards."""
+    directory = data_dir or tempfile.mkdtemp(prefix="minikafka-bench-", dir=os.environ.get("BENCH_DIR"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minikafka", "serve", "--port", "0", "--data-dir", directory,
+         "--log-level", "WARNING", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    line = ""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if "listening on" in line or not line:
+            break
+    match = re.search(r"listening on (\S+):(\d+)", line)
+    if not match:
+        proc.kill()
+        raise RuntimeError(f"broker did not start: {line!r}")
+    try:
+        yield f"127.0.0.1:{match.group(2)}", proc, directory
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def plain_write_seconds(total_bytes: int, directory: str, chunk: int = 1 << 20) -> float:
+    """Seconds for a plain sequential os.write of ``total_bytes`` to a file in ``directory``."""
+    buf = os.urandom(chunk)
+    path = os.path.join(directory, "plain-write.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    started = time.perf_counter()
+    try:
+        written = 0
+        while written < total_bytes:
+            n = min(chunk, total_bytes - written)
+            os.write(fd, buf[:n] if n < chunk else buf)
+            written += n
+    finally:
+        os.close(fd)
+    elapsed = time.perf_counter() - started
+    os.unlink(path)
+    return elapsed

@@ -1,0 +1,86 @@
+"""Load kafka-python's protocol classes without running ``kafka/__init__.py`` first.
+
+minikafka uses kafka-python only as a codec: the message classes under ``kafka.protocol`` and
+the record helpers under ``kafka.record``. But importing any ``kafka.*`` module first runs the
+package's ``__init__``, which loads kafka-python's whole client (producer, consumer, admin
+client, network stack) — about half of ``minikafka serve``'s start-up time.
+
+:func:`defer_package_init` puts a stand-in for the package in ``sys.modules`` that has the real
+package's ``__path__`` and spec, so ``import kafka.protocol.metadata`` loads just that module.
+The package's ``__init__`` runs, in the same module object, the first time something asks the
+package itself for a name that is not a submodule — ``from kafka import KafkaProducer`` keeps
+working in the same process, it only pays the import cost at that moment.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import threading
+import types
+from importlib.machinery import ModuleSpec
+
+_lock = threading.RLock()
+#: package name -> spec whose ``__init__`` has not run yet
+_pending: dict[str, ModuleSpec] = {}
+
+
+class _DeferredPackage(types.ModuleType):
+    """A package whose ``__init__`` runs on the first lookup of a name it does not have yet."""
+
+    def __getattr__(self, name: str) -> object:
+        package = self.__name__
+        if not (name.startswith("__") and name.endswith("__")):
+            # ``from kafka import codec``: a submodule needs no ``__init__``.
+            try:
+                return importlib.import_module(f"{package}.{name}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{package}.{name}":
+                    raise
+        _run_init(self)
+        try:
+            return self.__dict__[name]
+        except KeyError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    def __dir__(self) -> list[str]:
+        _run_init(self)
+        return list(self.__dict__)
+
+
+def _run_init(module: types.ModuleType) -> None:
+    with _lock:
+        spec = _pending.pop(module.__name__, None)
+        if spec is None:  # done already, or running in this thread (a partly initialised package)
+            return
+        assert spec.loader is not None
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            _pending[module.__name__] = spec
+            raise
+        module.__class__ = types.ModuleType
+
+
+def defer_package_init(name: str = "kafka") -> bool:
+    """Install the stand-in for package ``name``; False if it is imported already or absent."""
+    with _lock:
+        if name in sys.modules:
+            return False
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+            return False
+        module = importlib.util.module_from_spec(spec)
+        module.__class__ = _DeferredPackage
+        _pending[name] = spec
+        sys.modules[name] = module
+        return True
+
+
+def init_deferred() -> None:
+    """Run every deferred ``__init__`` now (for code that inspects the packages wholesale)."""
+    for name in list(_pending):
+        module = sys.modules.get(name)
+        if module is not None:
+            _run_init(module)

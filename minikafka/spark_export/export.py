@@ -1,0 +1,232 @@
+"""``minikafka export``: write a data directory's records to Parquet, JSON or CSV with Spark.
+
+::
+
+    minikafka export --data-dir /var/lib/minikafka --out /tmp/orders.parquet --topics orders
+
+The command plans the read first (so it can say how much it is about to read), then runs one
+Spark job through the ``minikafka`` data source and shows the job's progress in tasks (one task
+per segment slice). Columns are those of the data source. CSV has no binary or array types, so
+for CSV the key, value and header values are written base64-encoded and the headers as a JSON
+string; ``--utf8`` writes key and value as UTF-8 text instead, in every format.
+
+PySpark is imported only when the command runs; building the parser needs nothing but argparse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+FORMATS = ("parquet", "json", "csv")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``export`` sub-command to an argparse ``subparsers`` object."""
+    p = subparsers.add_parser(
+        "export",
+        help="write the records of a data directory to Parquet/JSON/CSV with Spark",
+        description="Read minikafka's (or Kafka's) log segments with Spark and write them out. "
+        "Needs the 'spark' extra (pyspark >= 4.0).",
+    )
+    p.add_argument("--data-dir", required=True, help="the broker's data directory (log.dirs)")
+    p.add_argument("--out", required=True, help="output directory (Spark writes one file per task)")
+    p.add_argument("--format", choices=FORMATS, default="parquet", help="output format (default parquet)")
+    p.add_argument("--topics", nargs="+", metavar="TOPIC",
+                   help="topics to export, space- or comma-separated (default: all but internal topics)")
+    p.add_argument("--pattern", help="export topics whose whole name matches this regular expression")
+    p.add_argument("--starting-offsets", help="'earliest' or JSON per partition, as Spark's Kafka source")
+    p.add_argument("--ending-offsets", help="'latest' or JSON per partition, as Spark's Kafka source")
+    p.add_argument("--starting-timestamp", type=int, help="first record time, ms since the epoch")
+    p.add_argument("--ending-timestamp", type=int, help="end record time (exclusive), ms since the epoch")
+    p.add_argument("--include-headers", action="store_true", help="add the headers column")
+    p.add_argument("--include-producer-fields", action="store_true",
+                   help="add producerId, producerEpoch, sequence, isTransactional")
+    p.add_argument("--skip-damaged", action="store_true",
+                   help="skip corrupt or missing data instead of failing (failOnDataLoss=false)")
+    p.add_argument("--utf8", action="store_true", help="write key and value as UTF-8 strings")
+    p.add_argument("--partition-by", nargs="+", choices=("topic", "partition"),
+                   help="lay the output out in topic=/partition= directories")
+    p.add_argument("--mode", choices=("errorifexists", "overwrite", "append"), default="errorifexists",
+                   help="what to do when --out exists (default: fail)")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other data source option, e.g. maxRecordsPerPartition=1000000")
+    p.add_argument("--no-progress", action="store_true", help="do not show the progress display")
+    p.set_defaults(func=run_export)
+    return p
+
+
+def source_options(args: argparse.Namespace) -> dict[str, str]:
+    """The data source options the command line asks for."""
+    opts: dict[str, str] = {}
+    if args.topics:
+        topics = [t.strip() for arg in args.topics for t in arg.split(",") if t.strip()]
+        opts["subscribe"] = ",".join(topics)
+    if args.pattern:
+        opts["subscribePattern"] = args.pattern
+    if args.starting_offsets:
+        opts["startingOffsets"] = args.starting_offsets
+    if args.ending_offsets:
+        opts["endingOffsets"] = args.ending_offsets
+    if args.starting_timestamp is not None:
+        opts["startingTimestamp"] = str(args.starting_timestamp)
+    if args.ending_timestamp is not None:
+        opts["endingTimestamp"] = str(args.ending_timestamp)
+    opts["includeHeaders"] = str(bool(args.include_headers)).lower()
+    opts["includeProducerFields"] = str(bool(args.include_producer_fields)).lower()
+    opts["failOnDataLoss"] = str(not args.skip_damaged).lower()
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--option expects KEY=VALUE, got {item!r}")
+        opts[key.strip()] = value
+    return opts
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+class Progress:
+    """Prints the running job's task counts to ``out`` until stopped (a line per update on a
+    terminal, one every few seconds otherwise)."""
+
+    def __init__(self, spark_context: Any, total_tasks: int, out: TextIO = sys.stderr) -> None:
+        self.sc = spark_context
+        self.total = total_tasks
+        self.out = out
+        self.tty = out.isatty()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="export-progress", daemon=True)
+        self.start_time = time.monotonic()
+
+    def __enter__(self) -> Progress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if self.tty:
+            self.out.write("\n")
+            self.out.flush()
+
+    def _line(self) -> str | None:
+        tracker = self.sc.statusTracker()
+        done = active = total = 0
+        for stage_id in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(stage_id)
+            if info is None:
+                continue
+            done += info.numCompletedTasks
+            active += info.numActiveTasks
+            total += info.numTasks
+        if total == 0:
+            return None
+        pct = 100.0 * done / total
+        elapsed = time.monotonic() - self.start_time
+        return f"[export] {done}/{total} tasks done, {active} running ({pct:.0f}%), {elapsed:.0f} s"
+
+    def _run(self) -> None:
+        interval = 0.5 if self.tty else 5.0
+        while not self._stop.wait(interval):
+            try:
+                line = self._line()
+            except Exception:  # the context may be shutting down
+                return
+            if line is None:
+                continue
+            self.out.write(("\r" + line.ljust(78)) if self.tty else line + "\n")
+            self.out.flush()
+
+
+def _prepare(df: Any, fmt: str, utf8: bool) -> Any:
+    """Columns the output format can hold."""
+    from pyspark.sql import functions as F
+
+    if utf8:
+        df = df.withColumn("key", F.col("key").cast("string")).withColumn("value", F.col("value").cast("string"))
+    if fmt == "csv":
+        if not utf8:
+            df = df.withColumn("key", F.base64("key")).withColumn("value", F.base64("value"))
+        if "headers" in df.columns:
+            df = df.withColumn(
+                "headers",
+                F.to_json(F.transform("headers", lambda h: F.struct(h["key"].alias("key"),
+                                                                    F.base64(h["value"]).alias("value")))),
+            )
+    return df
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Run the export; returns the process exit code."""
+    from minikafka.spark_export.errors import DataLossError, ExportOptionError
+    from minikafka.spark_export.options import parse_options
+    from minikafka.spark_export.planner import plan
+
+    err = sys.stderr
+    try:
+        opts = source_options(args)
+        read_opts = parse_options({**opts, "path": args.data_dir})
+        slices = plan(read_opts)
+    except (ExportOptionError, ValueError, FileNotFoundError) as exc:
+        err.write(f"minikafka export: {exc}\n")
+        return 2
+    except DataLossError as exc:
+        err.write(f"minikafka export: {exc}\n")
+        return 1
+
+    nbytes = sum(s.end_position - s.start_position for s in slices)
+    partitions = len({(s.topic, s.partition) for s in slices})
+    offsets = sum(s.end_offset - s.start_offset for s in slices)
+    err.write(f"[export] {args.data_dir}: {partitions} partitions, {len(slices)} slices, {_human(nbytes)}, "
+              f"up to {offsets} records -> {args.out} ({args.format})\n")
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from minikafka.spark_export import register
+
+    spark = (
+        SparkSession.builder.master(args.master)
+        .appName("minikafka-export")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    started = time.monotonic()
+    try:
+        register(spark)
+        df = _prepare(spark.read.format("minikafka").options(**opts).load(args.data_dir), args.format, args.utf8)
+        writer = df.write.mode(args.mode)
+        if args.partition_by:
+            writer = writer.partitionBy(*args.partition_by)
+        if args.no_progress:
+            writer.format(args.format).save(args.out)
+        else:
+            with Progress(spark.sparkContext, len(slices), err):
+                writer.format(args.format).save(args.out)
+        elapsed = time.monotonic() - started
+        summary = f"[export] done in {elapsed:.1f} s ({_human(nbytes / elapsed if elapsed else 0)}/s of segments)"
+        if args.format == "parquet":
+            summary += f", {spark.read.parquet(args.out).count()} records in the output"
+        err.write(summary + "\n")
+        return 0
+    except Exception as exc:
+        message = str(exc).strip().splitlines()
+        detail = next((line for line in message if "Error:" in line or "Exception:" in line), message[0] if message else "")
+        err.write(f"minikafka export: failed: {detail}\n")
+        return 1
+    finally:
+        spark.stop()

@@ -1,0 +1,266 @@
+"""Plan a read: which partitions, which offset range of each, and the slices Spark tasks read.
+
+Runs once per query on the driver. Offsets are resolved against the files as they are at that
+moment (earliest = log start offset, latest = the offset after the last complete batch), so a
+read of a directory a broker is writing sees one consistent cut of every partition.
+
+Every segment that overlaps a partition's range becomes at least one slice (one Spark input
+partition). A segment larger than ``maxBytesPerPartition`` is split at offset-index entries, each
+cut checked against the batch header it points at; ``maxRecordsPerPartition`` then splits slices
+by offset count, and ``minPartitions`` splits the widest slices until there are enough.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+
+from minikafka.spark_export.errors import DataLossError, ExportOptionError
+from minikafka.spark_export.indexes import OffsetIndex
+from minikafka.spark_export.layout import PartitionDir, SegmentFile, list_partitions
+from minikafka.spark_export.offsets import (
+    header_at,
+    load_offset_index,
+    log_end_offset,
+    offset_for_timestamp,
+    position_for_offset,
+)
+from minikafka.spark_export.options import EARLIEST, LATEST, OffsetLimit, ReadOptions, TopicPartition
+from minikafka.spark_export.scan import SegmentSlice
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRange:
+    """The offsets ``[start, end)`` to read from one partition, and its bounds on disk."""
+
+    pdir: PartitionDir
+    start: int
+    end: int
+    log_start: int
+    log_end: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.pdir.topic, self.pdir.partition)
+
+
+def select_partitions(partitions: list[PartitionDir], opts: ReadOptions) -> list[PartitionDir]:
+    """The partitions the topic options ask for; internal topics only when named."""
+    if opts.assign is not None:
+        by_tp = {(p.topic, p.partition): p for p in partitions}
+        missing = [f"{t}-{n}" for t, n in opts.assign if (t, n) not in by_tp]
+        if missing:
+            raise ExportOptionError(f"assigned partitions not found in {opts.path}: {', '.join(missing)}")
+        return [by_tp[tp] for tp in sorted(set(opts.assign))]
+    if opts.subscribe is not None:
+        topics = set(opts.subscribe)
+        return [p for p in partitions if p.topic in topics]
+    if opts.subscribe_pattern is not None:
+        pattern = re.compile(opts.subscribe_pattern)
+        return [p for p in partitions if not p.is_internal and pattern.fullmatch(p.topic)]
+    return [p for p in partitions if not p.is_internal]
+
+
+def _bounds(pdir: PartitionDir) -> tuple[int, int]:
+    """(log start offset, log end offset) of a partition."""
+    if not pdir.segments:
+        start = pdir.checkpoint_start or 0
+        return start, start
+    end = log_end_offset(pdir)
+    start = pdir.segments[0].base_offset
+    if pdir.checkpoint_start is not None:
+        start = max(start, pdir.checkpoint_start)
+    return min(start, end), end
+
+
+def _check_keys(limit: OffsetLimit, selected: list[PartitionDir], option: str) -> None:
+    wanted = {(p.topic, p.partition) for p in selected}
+    given = set(limit.per_partition or {})
+    if given != wanted:
+        fmt = ", ".join(f"{t}-{n}" for t, n in sorted(given))
+        have = ", ".join(f"{t}-{n}" for t, n in sorted(wanted))
+        raise ExportOptionError(
+            f"If {option} contains specific offsets, you must specify all TopicPartitions. "
+            f"Use -1 for latest, -2 for earliest. Specified: {{{fmt}}} Assigned: {{{have}}}"
+        )
+
+
+def _resolve(limit: OffsetLimit, pdir: PartitionDir, log_start: int, log_end: int, starting: bool,
+             no_match_latest: bool) -> int:
+    tp = (pdir.topic, pdir.partition)
+    if limit.kind == "earliest":
+        return log_start
+    if limit.kind == "latest":
+        return log_end
+    if limit.kind == "offsets":
+        value = (limit.per_partition or {})[tp]
+        return log_start if value == EARLIEST else log_end if value == LATEST else value
+    timestamp = limit.timestamp if limit.kind == "timestamp" else (limit.per_partition or {})[tp]
+    assert timestamp is not None
+    found = offset_for_timestamp(pdir, timestamp, log_start)
+    if found is not None:
+        return min(found, log_end)
+    if starting and not no_match_latest:
+        raise ExportOptionError(f"No offset matched from request of topic-partition {pdir.topic}-{pdir.partition} "
+                                f"and timestamp {timestamp}.")
+    return log_end
+
+
+def resolve_ranges(selected: list[PartitionDir], opts: ReadOptions) -> list[PartitionRange]:
+    for limit, option in ((opts.starting, "startingOffsets"), (opts.ending, "endingOffsets")):
+        if limit.kind in ("offsets", "timestamps"):
+            _check_keys(limit, selected, option if limit.kind == "offsets" else option + "ByTimestamp")
+    out: list[PartitionRange] = []
+    for pdir in selected:
+        log_start, log_end = _bounds(pdir)
+        start = _resolve(opts.starting, pdir, log_start, log_end, True, opts.no_match_latest)
+        end = _resolve(opts.ending, pdir, log_start, log_end, False, opts.no_match_latest)
+        name = f"{pdir.topic}-{pdir.partition}"
+        if start > end:
+            raise ExportOptionError(f"{name}: the resolved starting offset {start} is greater than the ending "
+                                    f"offset {end}")
+        if start < log_start:
+            if opts.fail_on_data_loss:
+                raise DataLossError(f"{name}: starting offset {start} is below the log start offset {log_start}.")
+            start = log_start
+        if end > log_end:
+            if opts.fail_on_data_loss:
+                raise DataLossError(f"{name}: ending offset {end} is beyond the log end offset {log_end}.")
+            end = log_end
+        out.append(PartitionRange(pdir, start, max(start, end), log_start, log_end))
+    return out
+
+
+class _SegmentCache:
+    """Open files and loaded offset indexes, shared by all the splitting steps."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[str, OffsetIndex] = {}
+        self._fds: dict[str, int] = {}
+
+    def index(self, seg: SegmentFile) -> OffsetIndex:
+        if seg.log_path not in self._indexes:
+            self._indexes[seg.log_path] = load_offset_index(seg)
+        return self._indexes[seg.log_path]
+
+    def fd(self, seg: SegmentFile) -> int:
+        if seg.log_path not in self._fds:
+            self._fds[seg.log_path] = os.open(seg.log_path, os.O_RDONLY)
+        return self._fds[seg.log_path]
+
+    def position(self, seg: SegmentFile, offset: int) -> int:
+        if offset <= seg.base_offset:
+            return 0
+        return position_for_offset(self.fd(seg), seg, self.index(seg), offset)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def _byte_cuts(cache: _SegmentCache, seg: SegmentFile, sl: SegmentSlice, max_bytes: int) -> list[SegmentSlice]:
+    """Split ``sl`` at offset-index entries into pieces of at most ``max_bytes`` where the index
+    is dense enough (a piece grows past it only when no entry falls inside)."""
+    end_pos = sl.end_position
+    if end_pos - sl.start_position <= max_bytes:
+        return [sl]
+    index = cache.index(seg)
+    entries = [(p, o) for o, p in zip(index.offsets, index.positions, strict=True) if sl.start_position < p < end_pos]
+    cand_positions = [p for p, _ in entries]
+    pieces: list[SegmentSlice] = []
+    cur = sl
+    i = 0
+    while i < len(entries) and end_pos - cur.start_position > max_bytes:
+        j = bisect_right(cand_positions, cur.start_position + max_bytes) - 1
+        j = max(j, i)
+        position, last_offset = entries[j]
+        i = j + 1
+        header = header_at(cache.fd(seg), position, seg.size)
+        if header is None or header.last_offset != last_offset:
+            continue
+        cut = header.base_offset
+        if cut >= cur.end_offset:
+            break
+        if cut <= cur.start_offset:
+            continue
+        pieces.append(replace(cur, end_position=position, end_offset=cut, at_log_end=False))
+        cur = replace(cur, start_position=position, start_offset=cut)
+    pieces.append(cur)
+    return pieces
+
+
+def _offset_split(cache: _SegmentCache, seg: SegmentFile, sl: SegmentSlice, parts: int) -> list[SegmentSlice]:
+    """Split ``sl`` into ``parts`` slices of (nearly) equal offset counts."""
+    span = sl.end_offset - sl.start_offset
+    parts = max(1, min(parts, span))
+    bounds = [sl.start_offset + span * k // parts for k in range(parts + 1)]
+    out = []
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        start_pos = sl.start_position if lo == sl.start_offset else max(sl.start_position, cache.position(seg, lo))
+        out.append(replace(sl, start_position=start_pos, start_offset=lo, end_offset=hi))
+    return out
+
+
+def plan_slices(ranges: list[PartitionRange], opts: ReadOptions) -> list[SegmentSlice]:
+    cache = _SegmentCache()
+    try:
+        slices = _plan(cache, ranges, opts, opts.max_bytes_per_partition)
+        if opts.min_partitions and len(slices) < opts.min_partitions:
+            total = sum(s.end_position - s.start_position for s, _ in slices)
+            smaller = max(1, total // opts.min_partitions)
+            if smaller < opts.max_bytes_per_partition:
+                slices = _plan(cache, ranges, opts, smaller)
+            while len(slices) < opts.min_partitions:
+                widest = max(range(len(slices)), key=lambda i: slices[i][0].end_offset - slices[i][0].start_offset)
+                sl, seg = slices[widest]
+                if sl.end_offset - sl.start_offset < 2:
+                    break
+                slices[widest : widest + 1] = [(s, seg) for s in _offset_split(cache, seg, sl, 2)]
+        return [s for s, _ in slices]
+    finally:
+        cache.close()
+
+
+def _plan(cache: _SegmentCache, ranges: list[PartitionRange], opts: ReadOptions,
+          max_bytes: int) -> list[tuple[SegmentSlice, SegmentFile]]:
+    out: list[tuple[SegmentSlice, SegmentFile]] = []
+    for rng in ranges:
+        if rng.start >= rng.end:
+            continue
+        segments = rng.pdir.segments
+        for i, seg in enumerate(segments):
+            is_last = i == len(segments) - 1
+            seg_end = rng.log_end if is_last else segments[i + 1].base_offset
+            lo, hi = max(rng.start, seg.base_offset), min(rng.end, seg_end)
+            if lo >= hi:
+                continue
+            sl = SegmentSlice(
+                topic=rng.pdir.topic,
+                partition=rng.pdir.partition,
+                log_path=seg.log_path,
+                base_offset=seg.base_offset,
+                start_position=cache.position(seg, lo),
+                end_position=seg.size,
+                start_offset=lo,
+                end_offset=hi,
+                at_log_end=is_last,
+            )
+            pieces = _byte_cuts(cache, seg, sl, max_bytes)
+            if opts.max_records_per_partition:
+                limit = opts.max_records_per_partition
+                pieces = [
+                    part
+                    for piece in pieces
+                    for part in _offset_split(cache, seg, piece, -(-(piece.end_offset - piece.start_offset) // limit))
+                ]
+            out.extend((p, seg) for p in pieces)
+    return out
+
+
+def plan(opts: ReadOptions) -> list[SegmentSlice]:
+    """All slices of a read, in topic, partition, offset order."""
+    selected = select_partitions(list_partitions(opts.path), opts)
+    return plan_slices(resolve_ranges(selected, opts), opts)
