@@ -265,6 +265,21 @@ def test_read_cuts_at_whole_batches_and_min_one_returns_a_batch_larger_than_max_
     assert plog.read(0, 10, min_one=False) == b""
 
 
+def test_read_returns_the_longest_run_of_whole_batches_that_fits_in_max_bytes(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", topic_config(index_interval_bytes=150))
+    for i in range(80):
+        plog.append_from_client(make_batch(count=1 + i % 3, value=b"q" * (i % 23)))
+    layout = batch_positions(tmp_path / "t-0" / "00000000000000000000.log")
+    for start_batch in (0, 7, 40):
+        start_pos, start_offset, _ = layout[start_batch]
+        for max_bytes in range(layout[start_batch][2], 3000, 97):
+            fits = [pos + size - start_pos for pos, _, size in layout[start_batch:]
+                    if pos + size - start_pos <= max_bytes]
+            data = plog.read(start_offset, max_bytes)
+            assert len(data) == fits[-1]
+            assert [b.base_offset for b in kafka_batches(data)] == [b for _, b, _ in layout[start_batch:]][:len(fits)]
+
+
 def test_read_outside_log_start_and_leo_is_offset_out_of_range(plog: PartitionLog) -> None:
     plog.append_from_client(make_batch(count=4))
     for offset in (5, -1):

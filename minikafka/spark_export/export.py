@@ -100,11 +100,11 @@ class Progress:
     """Prints the running job's task counts to ``out`` until stopped (a line per update on a
     terminal, one every few seconds otherwise)."""
 
-    def __init__(self, spark_context: Any, total_tasks: int, out: TextIO = sys.stderr) -> None:
+    def __init__(self, spark_context: Any, out: TextIO = sys.stderr, interval: float | None = None) -> None:
         self.sc = spark_context
-        self.total = total_tasks
         self.out = out
         self.tty = out.isatty()
+        self.interval = interval if interval is not None else (0.5 if self.tty else 5.0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="export-progress", daemon=True)
         self.start_time = time.monotonic()
@@ -137,8 +137,7 @@ class Progress:
         return f"[export] {done}/{total} tasks done, {active} running ({pct:.0f}%), {elapsed:.0f} s"
 
     def _run(self) -> None:
-        interval = 0.5 if self.tty else 5.0
-        while not self._stop.wait(interval):
+        while not self._stop.wait(self.interval):
             try:
                 line = self._line()
             except Exception:  # the context may be shutting down
@@ -196,7 +195,8 @@ def run_export(args: argparse.Namespace) -> int:
 
     from minikafka.spark_export import register
 
-    spark = (
+    active = SparkSession.getActiveSession()
+    spark = active or (
         SparkSession.builder.master(args.master)
         .appName("minikafka-export")
         .config("spark.ui.enabled", "false")
@@ -204,7 +204,8 @@ def run_export(args: argparse.Namespace) -> int:
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    if active is None:
+        spark.sparkContext.setLogLevel("ERROR")
     started = time.monotonic()
     try:
         register(spark)
@@ -215,7 +216,7 @@ def run_export(args: argparse.Namespace) -> int:
         if args.no_progress:
             writer.format(args.format).save(args.out)
         else:
-            with Progress(spark.sparkContext, len(slices), err):
+            with Progress(spark.sparkContext, err):
                 writer.format(args.format).save(args.out)
         elapsed = time.monotonic() - started
         summary = f"[export] done in {elapsed:.1f} s ({_human(nbytes / elapsed if elapsed else 0)}/s of segments)"
@@ -229,4 +230,5 @@ def run_export(args: argparse.Namespace) -> int:
         err.write(f"minikafka export: failed: {detail}\n")
         return 1
     finally:
-        spark.stop()
+        if active is None:  # a session the caller had open stays open
+            spark.stop()

@@ -191,6 +191,11 @@ class OffsetIndex(_IndexFile):
             return self.base_offset, 0
         return self.base_offset + self._rel[i], self._pos[i]
 
+    def position_at_or_before(self, position: int) -> int:
+        """The greatest indexed batch position <= ``position`` (0 if none): a batch boundary."""
+        i = bisect_right(self._pos, position) - 1
+        return self._pos[i] if i >= 0 else 0
+
     def last_entry(self) -> tuple[int, int]:
         if not self._rel:
             return self.base_offset, 0

@@ -494,9 +494,13 @@ class PartitionLog:
             self._dir_needs_sync = True
         # Kafka writes the producer snapshot before the new segment gets data; its fsync is left
         # to the next flush, like Kafka's background flush of the rolled segment.
-        self.producer_state.take_snapshot(new_base, fsync=False)
-        with self._lock:
-            self._snapshots_to_sync.append(new_base)
+        try:
+            self.producer_state.take_snapshot(new_base, fsync=False)
+        except OSError as e:  # only costs a longer replay after a crash; never fails the append
+            log.error("%s: producer snapshot at %d failed: %s", self.name, new_base, e)
+        else:
+            with self._lock:
+                self._snapshots_to_sync.append(new_base)
         log.info("%s: rolled segment %d -> %d (%s)", self.name, old.base_offset, new_base, reason)
 
     @property
@@ -600,7 +604,11 @@ class PartitionLog:
         if header.size > max_bytes:
             return seg.read_batch(pos, header) if min_one else b""
         data = seg.pread(pos, min(max_bytes, seg.size - pos))
-        end, n = 0, len(data)
+        n = len(data)
+        if pos + n >= seg.size:
+            return data  # up to the segment end: whole batches
+        # Cut after the last whole batch: start from the closest indexed batch boundary.
+        end = max(pos, seg.offset_index.position_at_or_before(pos + n)) - pos
         while n - end >= 12:
             (length,) = struct.unpack_from(">i", data, end + 8)
             if end + 12 + length > n:
@@ -718,7 +726,10 @@ class PartitionLog:
         """Clean close: snapshot at the LEO, trim the indexes, fsync everything."""
         if self._closed:
             return
-        self.producer_state.take_snapshot(self.log_end_offset)
+        try:
+            self.producer_state.take_snapshot(self.log_end_offset)
+        except OSError as e:  # the next load replays from an older snapshot instead
+            log.error("%s: producer snapshot at %d failed: %s", self.name, self.log_end_offset, e)
         with self._lock:
             self._closed = True
             for seg in self._segments:

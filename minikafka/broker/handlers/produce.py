@@ -134,7 +134,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 base_offset = result.base_offset
                 append_time = result.log_append_time
                 log_start = result.log_start_offset
-                if not result.duplicate:
+                if result.duplicate:
+                    log.info("%s-%d: retried batch answered from the duplicate cache with offset %d (client %r)",
+                             topic.name, part.index, result.base_offset, ctx.client_id)
+                else:
                     appended.append(partition_log)
                     broker.metrics.batches_appended += 1
                     broker.metrics.records_appended += result.last_offset - result.base_offset + 1

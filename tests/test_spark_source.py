@@ -1,0 +1,267 @@
+"""The ``minikafka`` Spark data source end to end, with a real local[2] SparkSession.
+
+Log directories are written in Kafka's layout from producer batches (kafka-python's builder, the
+bytes a producer sends); what Spark returns is compared record by record with kafka-python's own
+decoding of the same files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import random
+import struct
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from minikafka.spark_export.export import add_parser, run_export
+from minikafka.spark_export.options import parse_options
+from minikafka.spark_export.planner import plan
+from tests.test_spark_support import (
+    LogDirWriter,
+    build_batch,
+    control_batch,
+    expected_rows,
+    project,
+    spark,  # noqa: F401  (session fixture)
+    spark_rows,
+)
+
+T0 = 1_700_000_000_000
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+ALL = ["topic", "partition", "offset", "key", "value", "timestamp_ms", "timestampType", "headers", "producerId",
+       "producerEpoch", "sequence", "isTransactional"]
+BASE = ["topic", "partition", "offset", "key", "value", "timestamp_ms", "timestampType"]
+
+
+def records(rng: random.Random, n: int, ts: int) -> list:
+    return [
+        (None if rng.random() < 0.2 else b"key-%d" % rng.randint(0, 99),
+         None if rng.random() < 0.05 else os.urandom(rng.choice([0, 10, 200, 1500])),
+         ts + rng.randint(-100, 100),
+         [("trace-id", os.urandom(8)), ("empty", None)][: rng.randint(0, 2)])
+        for _ in range(n)
+    ]
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory) -> str:
+    """Two topics, three partitions, every codec, idempotent and transactional batches, control
+    batches, offset gaps, several segments per partition, a LogAppendTime topic."""
+    root = str(tmp_path_factory.mktemp("logdir"))
+    rng = random.Random(42)
+    w = LogDirWriter(root, segment_bytes=40_000, index_interval=1500)
+    for b in range(150):
+        part = b % 2
+        txn = b % 7 == 0
+        w.append("orders", part, build_batch(records(rng, rng.randint(1, 30), T0 + b * 1000), codec=CODECS[b % 5],
+                                             producer_id=1000 + part, producer_epoch=3, base_sequence=b * 40,
+                                             transactional=txn))
+        if txn:
+            w.append("orders", part, control_batch(1000 + part, 3, T0 + b * 1000))
+        if b % 17 == 0:
+            w.skip_offsets("orders", part, 3)
+    w.close(clean=False)
+    lat = LogDirWriter(root, log_append_time_ms=T0 + 5)
+    for b in range(10):
+        lat.append("audit", 0, build_batch(records(rng, 5, T0 - 10_000), codec=CODECS[b % 5]))
+    lat.close()
+    return root
+
+
+def expected(root: str, topics: list[str] | None = None) -> list[dict]:
+    rows = expected_rows(root, topics)
+    rows.sort(key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    return rows
+
+
+def test_schema_is_spark_kafka_schema_plus_optional_columns(spark, logdir):  # noqa: F811
+    plain = spark.read.format("minikafka").load(logdir)
+    assert plain.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int>"
+    )
+    full = spark.read.format("minikafka").option("includeHeaders", "true").option("includeProducerFields", "true")
+    assert full.load(logdir).schema.simpleString().endswith(
+        "timestampType:int,headers:array<struct<key:string,value:binary>>,producerId:bigint,"
+        "producerEpoch:smallint,sequence:int,isTransactional:boolean>"
+    )
+
+
+def test_every_record_of_every_codec_matches_kafka_python(spark, logdir):  # noqa: F811
+    df = (spark.read.format("minikafka").option("includeHeaders", "true").option("includeProducerFields", "true")
+          .load(logdir))
+    got = spark_rows(df)
+    want = expected(logdir)
+    assert len(got) == len(want) > 2000
+    assert project(got, ALL) == project(want, ALL)
+    by_topic = {(r["topic"], r["timestampType"]) for r in got}
+    assert by_topic == {("orders", 0), ("audit", 1)}
+    assert {r["timestamp_ms"] for r in got if r["topic"] == "audit"} == {T0 + 5}
+    assert any(r["isTransactional"] for r in got) and any(r["headers"] is None for r in got)
+    assert df.rdd.getNumPartitions() == len(plan(parse_options({"path": logdir})))
+
+
+def test_one_input_partition_per_segment_and_splits_keep_every_record(spark, logdir):  # noqa: F811
+    segments = sum(len([n for n in os.listdir(os.path.join(logdir, d)) if n.endswith(".log")])
+                   for d in os.listdir(logdir))
+    df = spark.read.format("minikafka").load(logdir)
+    assert df.rdd.getNumPartitions() == segments
+    split = spark.read.format("minikafka").option("maxBytesPerPartition", "8000").load(logdir)
+    assert split.rdd.getNumPartitions() > 2 * segments
+    assert project(spark_rows(split), BASE) == project(expected(logdir), BASE)
+    capped = spark.read.format("minikafka").option("maxRecordsPerPartition", "100").load(logdir)
+    sizes = capped.rdd.glom().map(len).collect()
+    assert max(sizes) <= 100 and sum(sizes) == len(expected(logdir))
+    assert spark.read.format("minikafka").option("minPartitions", "40").load(logdir).rdd.getNumPartitions() >= 40
+
+
+def test_offset_and_timestamp_ranges(spark, logdir):  # noqa: F811
+    want = [r for r in expected(logdir, ["orders"])]
+    df = (spark.read.format("minikafka").option("subscribe", "orders")
+          .option("startingOffsets", '{"orders":{"0":100,"1":-2}}')
+          .option("endingOffsets", '{"orders":{"0":-1,"1":250}}').load(logdir))
+    assert project(spark_rows(df), BASE) == project(
+        [r for r in want if (r["partition"] == 0 and r["offset"] >= 100) or (r["partition"] == 1 and r["offset"] < 250)],
+        BASE)
+
+    lo, hi = T0 + 40_000, T0 + 90_000
+    df = (spark.read.format("minikafka").option("subscribe", "orders").option("startingTimestamp", str(lo))
+          .option("endingTimestamp", str(hi)).load(logdir))
+    got = spark_rows(df)
+    for part in (0, 1):
+        rows = [r for r in want if r["partition"] == part]
+        first = next(r["offset"] for r in rows if r["timestamp_ms"] >= lo)
+        end = next(r["offset"] for r in rows if r["timestamp_ms"] >= hi)
+        assert [r["offset"] for r in got if r["partition"] == part] == [
+            r["offset"] for r in rows if first <= r["offset"] < end]
+
+
+def test_options_errors_surface_when_the_dataframe_is_created(spark, logdir):  # noqa: F811
+    with pytest.raises(Exception, match="can't be latest for batch queries"):
+        spark.read.format("minikafka").option("startingOffsets", "latest").load(logdir).collect()
+    with pytest.raises(Exception, match="fixed schema"):
+        spark.read.format("minikafka").schema("a int").load(logdir).collect()
+    empty = spark.read.format("minikafka").option("subscribe", "no-such-topic").load(logdir)
+    assert empty.count() == 0 and len(empty.columns) == 7
+
+
+def damaged_copy(tmp_path: Path) -> tuple[str, set[bytes]]:
+    """A partition with a batch whose value bytes were flipped, and the keys of that batch."""
+    w = LogDirWriter(tmp_path)
+    for b in range(6):
+        w.append("t", 0, build_batch([(b"b%d-%d" % (b, i), b"x" * 300, T0, []) for i in range(4)],
+                                     codec=CODECS[b % 5]))
+    w.close()
+    seg = Path(w.segments("t", 0)[0])
+    data = bytearray(seg.read_bytes())
+    pos = 0
+    for _ in range(3):
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    data[pos + 80] ^= 0x55
+    seg.write_bytes(data)
+    return str(tmp_path), {b"b3-%d" % i for i in range(4)}
+
+
+def test_corrupt_batch_fails_the_query_or_is_skipped(spark, tmp_path):  # noqa: F811
+    root, lost = damaged_copy(tmp_path)
+    with pytest.raises(Exception, match="CRC mismatch"):
+        spark.read.format("minikafka").load(root).collect()
+    rows = spark.read.format("minikafka").option("failOnDataLoss", "false").load(root).collect()
+    keys = {bytes(r.key) for r in rows}
+    assert len(rows) == 20 and not keys & lost
+
+
+def test_torn_tail_ends_the_read_at_the_last_complete_batch(spark, tmp_path):  # noqa: F811
+    w = LogDirWriter(tmp_path, segment_bytes=5000)
+    for b in range(12):
+        w.append("t", 0, build_batch([(b"k%d" % b, b"v" * 500, T0, [])] * 3, codec="lz4"))
+    w.close(clean=False)
+    with open(w.segments("t", 0)[-1], "ab") as f:
+        f.write(bytes(build_batch([(b"torn", b"v" * 500, T0, [])] * 3))[:-100])
+    df = spark.read.format("minikafka").load(str(tmp_path))
+    assert [r.offset for r in df.orderBy("offset").collect()] == list(range(36))
+
+
+def test_reading_while_a_writer_appends_gives_a_consistent_prefix(spark, tmp_path):  # noqa: F811
+    w = LogDirWriter(tmp_path, segment_bytes=20_000, index_interval=1000)
+    for b in range(20):
+        w.append("live", b % 2, build_batch([(b"k", os.urandom(200), T0 + b, [])] * 5, codec="zstd"))
+    stop = threading.Event()
+
+    def writer() -> None:
+        b = 20
+        while not stop.is_set() and b < 4000:
+            w.append("live", b % 2, build_batch([(b"k", os.urandom(200), T0 + b, [])] * 5, codec="zstd"))
+            b += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        counts = []
+        for _ in range(3):
+            rows = spark.read.format("minikafka").load(str(tmp_path)).select("partition", "offset").collect()
+            for part in (0, 1):
+                offsets = sorted(r.offset for r in rows if r.partition == part)
+                assert offsets == list(range(len(offsets))) and len(offsets) >= 50
+            counts.append(len(rows))
+    finally:
+        stop.set()
+        thread.join()
+    assert counts == sorted(counts)
+
+
+def _export_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="minikafka")
+    add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["export", *argv])
+
+
+def test_export_command_writes_parquet_json_and_csv(spark, logdir, tmp_path, capsys):  # noqa: F811
+    want = expected(logdir, ["orders"])
+    out = tmp_path / "out.parquet"
+    code = run_export(_export_args("--data-dir", logdir, "--out", str(out), "--topics", "orders",
+                                   "--include-headers", "--no-progress"))
+    assert code == 0
+    err = capsys.readouterr().err
+    assert f"{len(want)} records in the output" in err
+    got = spark_rows(spark.read.parquet(str(out)))
+    assert project(got, BASE + ["headers"]) == project(want, BASE + ["headers"])
+
+    out = tmp_path / "out.json"
+    assert run_export(_export_args("--data-dir", logdir, "--out", str(out), "--format", "json", "--topics",
+                                   "orders", "--ending-offsets", '{"orders":{"0":10,"1":10}}')) == 0
+    lines = [json.loads(line) for p in sorted(out.glob("part-*")) for line in p.read_text().splitlines()]
+    assert sorted((d["partition"], d["offset"]) for d in lines) == sorted(
+        (r["partition"], r["offset"]) for r in want if r["offset"] < 10)
+
+    out = tmp_path / "out.csv"
+    assert run_export(_export_args("--data-dir", logdir, "--out", str(out), "--format", "csv", "--topics",
+                                   "audit", "--include-headers", "--no-progress")) == 0
+    text = "".join(p.read_text() for p in sorted(out.glob("part-*")))
+    audit = expected(logdir, ["audit"])
+    assert len(text.splitlines()) == len(audit)
+    first_value = audit[0]["value"]
+    if first_value:
+        assert base64.b64encode(first_value).decode() in text
+
+    assert run_export(_export_args("--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "x"))) == 2
+    assert run_export(_export_args("--data-dir", logdir, "--out", str(tmp_path / "y"),
+                                   "--starting-offsets", "latest")) == 2
+    assert spark.range(3).count() == 3  # the shared session survived the command
+
+
+def test_export_progress_display_reports_tasks(spark):  # noqa: F811
+    import io
+
+    from minikafka.spark_export.export import Progress
+
+    out = io.StringIO()
+    with Progress(spark.sparkContext, out, interval=0.2):
+        spark.sparkContext.parallelize(range(4), 4).map(lambda x: time.sleep(1.0) or x).count()
+    assert "/4 tasks done" in out.getvalue()
