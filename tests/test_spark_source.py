@@ -213,6 +213,7 @@ def test_reading_while_a_writer_appends_gives_a_consistent_prefix(spark, tmp_pat
     finally:
         stop.set()
         thread.join()
+        w.close()
     assert counts == sorted(counts)
 
 

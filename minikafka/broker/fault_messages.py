@@ -1,0 +1,300 @@
+"""How a fault rule reads the topics of a request and writes an error into a response.
+
+Requests and responses are kafka-python message objects. Almost every Kafka API that names
+partitions has the same shape: a top-level array of topic entries (a ``name`` or ``topic``
+field), each holding an array of partition entries (an ``index``, ``partition_index`` or
+``partition`` field), and errors live in ``error_code`` fields at the level they concern. The
+helpers here rely on that shape instead of a table per API, so a fault rule works for every
+API minikafka serves and for those added later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+_TOPIC_FIELDS = ("name", "topic")
+_PARTITION_FIELDS = ("index", "partition_index", "partition")
+#: arrays of plain partition numbers inside a topic entry (DescribeProducers)
+_PARTITION_NUMBER_ARRAYS = ("partition_indexes",)
+#: arrays of plain topic names at the top level (DeleteTopics before v6)
+_TOPIC_NAME_ARRAYS = ("topic_names",)
+#: top-level arrays that name topics without acting on them
+_IGNORED_ARRAYS = frozenset({"forgotten_topics_data"})
+#: fields an error answer carries as "no value", Kafka's convention
+_NO_VALUE: dict[str, Any] = {
+    "base_offset": -1,
+    "log_append_time_ms": -1,
+    "high_watermark": -1,
+    "last_stable_offset": -1,
+    "offset": -1,
+    "timestamp": -1,
+    "producer_id": -1,
+    "producer_epoch": -1,
+    "records": None,
+}
+
+#: matches (topic, partition-or-None) pairs; partition is None for a topic-level entry
+Selector = Callable[[str, int | None], bool]
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    struct = getattr(obj, "_struct", None)
+    return struct.fields if struct is not None else {}
+
+
+def _struct_arrays(obj: Any) -> Iterator[tuple[str, Any]]:
+    for name, field in _fields(obj).items():
+        if field.is_struct_array():
+            yield name, field
+
+
+def _topic_name(entry: Any) -> str | None:
+    fields = _fields(entry)
+    for name in _TOPIC_FIELDS:
+        if name in fields:
+            value = getattr(entry, name)
+            if isinstance(value, str):
+                return value
+    return None
+
+
+def _partition_number(entry: Any) -> int | None:
+    fields = _fields(entry)
+    for name in _PARTITION_FIELDS:
+        if name in fields:
+            value = getattr(entry, name)
+            if isinstance(value, int):
+                return value
+    return None
+
+
+def _item_has(field: Any, names: tuple[str, ...]) -> bool:
+    return field.has_data_class() and any(n in field.data_class._struct.fields for n in names)
+
+
+def _topic_arrays(message: Any) -> Iterator[str]:
+    """Names of the top-level fields that hold topic entries (or plain topic names)."""
+    for name, field in _fields(message).items():
+        if name in _IGNORED_ARRAYS or not field.is_array():
+            continue
+        if name in _TOPIC_NAME_ARRAYS or (field.is_struct_array() and _item_has(field, _TOPIC_FIELDS)):
+            yield name
+
+
+def _partition_arrays(topic_entry: Any) -> Iterator[str]:
+    for name, field in _fields(topic_entry).items():
+        if name in _PARTITION_NUMBER_ARRAYS or (field.is_struct_array() and _item_has(field, _PARTITION_FIELDS)):
+            yield name
+
+
+def _partitions_of(topic_entry: Any, array: str) -> list[int]:
+    items = getattr(topic_entry, array) or []
+    if array in _PARTITION_NUMBER_ARRAYS:
+        return [p for p in items if isinstance(p, int)]
+    return [p for p in (_partition_number(item) for item in items) if p is not None]
+
+
+def targets(request: Any) -> list[tuple[str, int | None]]:
+    """(topic, partition) pairs a request acts on; partition None for a topic-only entry."""
+    out: list[tuple[str, int | None]] = []
+    for array in _topic_arrays(request):
+        for entry in getattr(request, array) or []:
+            topic = entry if isinstance(entry, str) else _topic_name(entry)
+            if topic is None:
+                continue
+            partitions: list[int] = []
+            if not isinstance(entry, str):
+                for parray in _partition_arrays(entry):
+                    partitions.extend(_partitions_of(entry, parray))
+            if partitions:
+                out.extend((topic, p) for p in partitions)
+            else:
+                out.append((topic, None))
+    return out
+
+
+def set_error(entry: Any, code: int, message: str | None) -> bool:
+    """Put an error into one entry that has an ``error_code``; False if it has none."""
+    fields = _fields(entry)
+    if "error_code" not in fields:
+        return False
+    entry.error_code = int(code)
+    if "error_message" in fields:
+        entry.error_message = message
+    for name, value in _NO_VALUE.items():
+        if name in fields:
+            setattr(entry, name, value)
+    return True
+
+
+def rewrite_errors(response: Any, selected: Selector | None, code: int, message: str | None) -> int:
+    """Set the error in the selected entries of a response; returns how many were set.
+
+    ``selected`` None means the whole response: the top-level error and every topic and
+    partition entry. Otherwise only the topic entries it selects (with partition None), and
+    the partition entries it selects.
+    """
+    count = 0
+    if selected is None and set_error(response, code, message):
+        count += 1
+    for array in _topic_arrays(response):
+        for entry in getattr(response, array) or []:
+            topic = _topic_name(entry)
+            if topic is None:
+                continue
+            if (selected is None or selected(topic, None)) and set_error(entry, code, message):
+                count += 1
+            for parray in _partition_arrays(entry):
+                for item in getattr(entry, parray) or []:
+                    partition = _partition_number(item)
+                    if partition is None:
+                        continue
+                    if (selected is None or selected(topic, partition)) and set_error(item, code, message):
+                        count += 1
+    return count
+
+
+class SplitRequest:
+    """A request with the selected topics/partitions taken out, to be answered with an error.
+
+    :meth:`remove` edits the request in place (the handler then sees only what is left);
+    :meth:`merge` puts error entries for the removed parts into the handler's response, in the
+    request's original order, so clients that pair answers by position still find theirs.
+    """
+
+    def __init__(self, request: Any, selected: Selector) -> None:
+        self.request = request
+        self.selected = selected
+        #: per top-level array: the original entries, in order, as (topic, [partitions] or None)
+        self._order: dict[str, list[tuple[str, list[int] | None]]] = {}
+        #: removed (topic, partition-or-None) pairs
+        self.removed: list[tuple[str, int | None]] = []
+        self.kept_any = False
+
+    def remove(self) -> None:
+        for array in _topic_arrays(self.request):
+            kept_entries = []
+            order: list[tuple[str, list[int] | None]] = []
+            for entry in getattr(self.request, array) or []:
+                if isinstance(entry, str):
+                    order.append((entry, None))
+                    if self.selected(entry, None):
+                        self.removed.append((entry, None))
+                    else:
+                        kept_entries.append(entry)
+                    continue
+                topic = _topic_name(entry)
+                parrays = list(_partition_arrays(entry))
+                partitions = [p for parray in parrays for p in _partitions_of(entry, parray)]
+                if topic is None:
+                    kept_entries.append(entry)
+                    continue
+                if not partitions:
+                    order.append((topic, None))
+                    if self.selected(topic, None):
+                        self.removed.append((topic, None))
+                    else:
+                        kept_entries.append(entry)
+                    continue
+                order.append((topic, partitions))
+                any_left = False
+                for parray in parrays:
+                    items = getattr(entry, parray) or []
+                    left = []
+                    for item in items:
+                        p = item if isinstance(item, int) else _partition_number(item)
+                        if p is not None and self.selected(topic, p):
+                            self.removed.append((topic, p))
+                        else:
+                            left.append(item)
+                    setattr(entry, parray, left)
+                    any_left = any_left or bool(left)
+                if any_left:
+                    kept_entries.append(entry)
+            setattr(self.request, array, kept_entries)
+            self._order[array] = order
+            self.kept_any = self.kept_any or bool(kept_entries)
+
+    def merge(self, response: Any, code: int, message: str | None) -> None:
+        """Add error entries for the removed parts to ``response`` (in request order)."""
+        removed = set(self.removed)
+        version = getattr(response, "version", None)
+        arrays = list(_topic_arrays(response))
+        if not arrays:
+            set_error(response, code, message)
+            return
+        array = arrays[0]
+        field = _fields(response)[array]
+        if not field.is_struct_array():
+            return
+        topic_cls = field.data_class
+        by_topic: dict[str, Any] = {}
+        for entry in getattr(response, array) or []:
+            name = _topic_name(entry)
+            if name is not None:
+                by_topic.setdefault(name, entry)
+        order = [item for entries in self._order.values() for item in entries]
+        out = []
+        for topic, partitions in order:
+            entry = by_topic.pop(topic, None)
+            if partitions is None:
+                if (topic, None) in removed:
+                    entry = _new_entry(topic_cls, version)
+                    _set_topic(entry, topic)
+                    set_error(entry, code, message)
+                if entry is not None:
+                    out.append(entry)
+                continue
+            wanted = [p for p in partitions if (topic, p) in removed]
+            if not wanted and entry is not None:
+                out.append(entry)
+                continue
+            if entry is None:
+                entry = _new_entry(topic_cls, version)
+                _set_topic(entry, topic)
+            parrays = [a for a in _partition_arrays(entry) if a not in _PARTITION_NUMBER_ARRAYS]
+            if not parrays:
+                set_error(entry, code, message)
+                out.append(entry)
+                continue
+            parray = parrays[0]
+            part_cls = _fields(entry)[parray].data_class
+            have = {_partition_number(item): item for item in getattr(entry, parray) or []}
+            merged = []
+            for p in partitions:
+                if (topic, p) in removed:
+                    item = _new_entry(part_cls, version)
+                    _set_partition(item, p)
+                    set_error(item, code, message)
+                    merged.append(item)
+                elif p in have:
+                    merged.append(have.pop(p))
+            merged.extend(have.values())
+            setattr(entry, parray, merged)
+            out.append(entry)
+        out.extend(by_topic.values())
+        setattr(response, array, out)
+
+
+def _new_entry(cls: Any, version: int | None) -> Any:
+    try:
+        return cls(version=version) if version is not None else cls()
+    except ValueError:  # the nested schema's version range differs
+        return cls()
+
+
+def _set_topic(entry: Any, topic: str) -> None:
+    fields = _fields(entry)
+    for name in _TOPIC_FIELDS:
+        if name in fields:
+            setattr(entry, name, topic)
+            return
+
+
+def _set_partition(entry: Any, partition: int) -> None:
+    fields = _fields(entry)
+    for name in _PARTITION_FIELDS:
+        if name in fields:
+            setattr(entry, name, partition)
+            return
