@@ -1,0 +1,182 @@
+"""Lifecycle and admin operations on a running broker, for tests and the admin endpoint.
+
+:class:`BrokerControl` owns a broker's :class:`~minikafka.broker.faults.FaultInjector` and
+adds what no Kafka API offers: crash the broker (stop without flush, snapshot or
+clean-shutdown marker) and start it again from the same data directory on the same port, roll
+a segment now, expire producers now. Every method runs on the broker's event loop.
+
+A restart reuses the same :class:`Broker` object, so the bootstrap address, the metrics, the
+fault rules and their counters all carry over; the logs are recovered from disk as after a
+real restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from minikafka.broker.faults import FaultInjector
+
+if TYPE_CHECKING:
+    from minikafka.broker.server import Broker
+    from minikafka.storage.log import PartitionLog
+
+log = logging.getLogger("minikafka.control")
+
+#: the clock value that makes every producer look idle for longer than any expiration time
+_FAR_FUTURE_MS = 1 << 62
+
+
+class BrokerControl:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.faults = FaultInjector(broker, crash=self.crash_and_restart)
+        broker.interceptor = self.faults
+        self.crashes = 0
+        self.restarts = 0
+        self._lifecycle = asyncio.Lock()
+
+    # ----------------------------------------------------------------- lifecycle
+    @property
+    def running(self) -> bool:
+        return self.broker.started
+
+    async def crash(self) -> None:
+        """Stop as a crash would: connections dropped, nothing flushed, snapshotted or marked clean."""
+        async with self._lifecycle:
+            await self._stop(clean=False)
+
+    async def stop(self) -> None:
+        async with self._lifecycle:
+            await self._stop(clean=True)
+
+    async def start(self) -> None:
+        """Start again (after :meth:`crash` or :meth:`stop`) on the same port and data dir."""
+        async with self._lifecycle:
+            await self._start()
+
+    async def restart(self, clean: bool = True) -> None:
+        """Stop (cleanly, or as a crash) and start again on the same port and data dir."""
+        async with self._lifecycle:
+            await self._stop(clean=clean)
+            await self._start()
+
+    async def crash_and_restart(self, restart_after_ms: int | None) -> None:
+        """The ``crash`` fault action: crash now; start again after ``restart_after_ms`` if given."""
+        await self.crash()
+        if restart_after_ms is not None:
+            await asyncio.sleep(restart_after_ms / 1000)
+            await self.start()
+
+    async def _stop(self, clean: bool) -> None:
+        broker = self.broker
+        if not broker.started:
+            return
+        broker.config.port = broker.port  # come back on the same port, even if it was picked (0)
+        await broker.stop(clean=clean)
+        if not clean:
+            self.crashes += 1
+        log.info("broker %s (%s)", "stopped" if clean else "crashed", broker.bootstrap)
+
+    async def _start(self) -> None:
+        broker = self.broker
+        if broker.started:
+            return
+        started = time.perf_counter()
+        # The port was just released by this process; a client's reconnect may race the bind.
+        for attempt in range(50):
+            try:
+                await broker.start()
+                break
+            except OSError:
+                if attempt == 49:
+                    raise
+                await asyncio.sleep(0.02)
+        self.restarts += 1
+        log.info("broker started again on %s in %.1f ms (recovery %.1f ms)", broker.bootstrap,
+                 (time.perf_counter() - started) * 1000, broker.metrics.recovery_seconds * 1000)
+
+    # ----------------------------------------------------------------- storage
+    def _logs(self, topic: str | None, partition: int | None) -> list[PartitionLog]:
+        logs = self.broker.logs
+        if logs is None or not self.broker.started:
+            raise RuntimeError("the broker is not running")
+        return [plog for plog in logs.all_logs()
+                if (topic is None or fnmatch.fnmatchcase(plog.topic, topic))
+                and (partition is None or plog.partition == partition)]
+
+    def roll_segments(self, topic: str | None = None, partition: int | None = None) -> list[str]:
+        """Start a new segment now in the matching partitions (all by default); returns the names
+        of those that rolled (a partition whose active segment is empty does not roll)."""
+        rolled = []
+        for plog in self._logs(topic, partition):
+            before = len(plog.segments)
+            plog.roll()
+            if len(plog.segments) > before:
+                rolled.append(plog.name)
+        return rolled
+
+    def expire_producers(self, topic: str | None = None, partition: int | None = None) -> int:
+        """Forget every producer (outside a transaction) of the matching partitions now, as if
+        ``producer.id.expiration.ms`` had passed; returns how many entries went."""
+        return sum(plog.producer_state.expire(_FAR_FUTURE_MS) for plog in self._logs(topic, partition))
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None) -> None:
+        logs = self.broker.logs
+        if logs is None or not self.broker.started:
+            raise RuntimeError("the broker is not running")
+        logs.create_topic(name, partitions, {k: str(v) for k, v in (config or {}).items()})
+        for p in range(partitions):
+            plog = logs.get_log(name, p)
+            if plog is not None:
+                self.broker.attach_log(plog)
+
+    def delete_topic(self, name: str) -> None:
+        logs = self.broker.logs
+        if logs is None or not self.broker.started:
+            raise RuntimeError("the broker is not running")
+        logs.delete_topic(name)
+
+    def topics(self) -> dict[str, int]:
+        logs = self.broker.logs
+        if logs is None or not self.broker.started:
+            return {}
+        return {name: info.partitions for name, info in sorted(logs.topics().items())}
+
+    def partition_state(self, topic: str, partition: int) -> dict[str, Any]:
+        """Offsets and producer state of one partition (what a test wants to assert on)."""
+        plogs = [p for p in self._logs(None, partition) if p.topic == topic]
+        if not plogs:
+            raise KeyError(f"no partition {topic}-{partition}")
+        plog = plogs[0]
+        state = plog.producer_state
+        return {
+            "topic": topic,
+            "partition": partition,
+            "log_start_offset": plog.log_start_offset,
+            "log_end_offset": plog.log_end_offset,
+            "high_watermark": plog.high_watermark,
+            "segments": [seg.base_offset for seg in plog.segments],
+            "counters": dict(state.counters),
+            "producers": {
+                pid: {"epoch": entry.epoch, "last_sequence": entry.last_seq, "last_offset": entry.last_offset,
+                      "batches": len(entry.batches)}
+                for pid, entry in state.producers().items()
+            },
+        }
+
+    def status(self) -> dict[str, Any]:
+        broker = self.broker
+        return {
+            "running": broker.started,
+            "bootstrap": broker.bootstrap,
+            "node_id": broker.node_id,
+            "data_dir": str(broker.data_dir),
+            "topics": self.topics(),
+            "crashes": self.crashes,
+            "restarts": self.restarts,
+            "rules": len(self.faults.rules),
+        }
