@@ -27,19 +27,24 @@ from minikafka.storage.producer_state import ProducerStateManager
 
 
 def bytes_per_producer(producers: int, batches_each: int) -> float:
+    """Memory the producer state keeps per producer, with realistic (large) offsets and timestamps.
+
+    Headers are built inside the traced window and dropped afterwards, so the integers the
+    state keeps from them are counted, as they would be for headers parsed off the wire.
+    """
     with tempfile.TemporaryDirectory() as tmp:
-        headers = []
-        offset = 0
-        for b in range(batches_each):
-            for pid in range(producers):
-                headers.append(BatchHeader(offset, 49, 0, 2, 0, 0, 0, 0, 0, pid, 0, b, 1))
-                offset += 1
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
-        manager = ProducerStateManager(Path(tmp), 86_400_000, lambda: 0)
-        for header in headers:
-            manager.check(header)
-            manager.update(header, 0)
+        manager = ProducerStateManager(Path(tmp), 86_400_000, lambda: 1_795_000_000_000)
+        offset = 1_000_000_000
+        for b in range(batches_each):
+            for pid in range(producers):
+                header = BatchHeader(offset, 49, 0, 2, 0, 0, 9, 1_795_000_000_000 + offset,
+                                     1_795_000_000_009 + offset, 7_000_000 + pid, 0, 10 * b, 10)
+                manager.check(header)
+                manager.update(header, 1_795_000_000_000 + offset)
+                offset += 10
+        del header
         after = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
         assert len(manager.producers()) == producers

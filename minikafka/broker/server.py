@@ -108,6 +108,7 @@ class Broker:
 
     def attach_log(self, partition_log: Any) -> None:
         partition_log.on_append = self.fetch_waiters.notify
+        self.metrics.count_snapshots(partition_log.producer_state)  # [metrics hook] snapshots written
 
     async def stop(self, clean: bool = True) -> None:
         """Stop accepting, let in-flight requests finish, then close the logs.
@@ -168,6 +169,10 @@ class Broker:
             self._tasks.add(task)
         try:
             await conn.run()
+        except asyncio.CancelledError:
+            # [stop hook] stop() cancels connection tasks; ending quietly keeps asyncio's stream
+            # callback (Python 3.11) from logging the cancellation as an error for every open connection
+            pass
         finally:
             self._connections.discard(conn)
             self.metrics.connections_active -= 1

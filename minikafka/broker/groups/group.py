@@ -228,7 +228,9 @@ class Group:
         member.join_future = join_future
         if join_future is not None:
             self.num_awaiting_join += 1
-        self.pending_members.pop(member.member_id, None)
+        timer = self.pending_members.pop(member.member_id, None)
+        if timer is not None:
+            timer.cancel()
 
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
@@ -366,7 +368,8 @@ class Group:
 
     # ------------------------------------------------------------------ persistence
 
-    def to_stored(self) -> StoredGroup:
+    def to_stored(self, assignments: dict[str, bytes] | None = None) -> StoredGroup:
+        """The group as a ``GroupMetadataValue``; ``assignments`` replaces the members' current ones."""
         protocol = self.protocol_name
         return StoredGroup(
             protocol_type=self.protocol_type or "",
@@ -376,7 +379,8 @@ class Group:
             state_timestamp=self.state_timestamp,
             members=[
                 StoredMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                             m.session_timeout_ms, m.metadata(protocol) if protocol else b"", m.assignment)
+                             m.session_timeout_ms, m.metadata(protocol) if protocol else b"",
+                             m.assignment if assignments is None else assignments.get(m.member_id, b""))
                 for m in self.members.values()
             ],
         )
