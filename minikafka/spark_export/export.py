@@ -154,14 +154,16 @@ def _prepare(df: Any, fmt: str, utf8: bool) -> Any:
 
     if utf8:
         df = df.withColumn("key", F.col("key").cast("string")).withColumn("value", F.col("value").cast("string"))
+    def b64(col: Any) -> Any:  # one line per value: Spark may wrap base64 output at 76 characters
+        return F.regexp_replace(F.base64(col), "[\\r\\n]", "")
+
     if fmt == "csv":
         if not utf8:
-            df = df.withColumn("key", F.base64("key")).withColumn("value", F.base64("value"))
+            df = df.withColumn("key", b64("key")).withColumn("value", b64("value"))
         if "headers" in df.columns:
             df = df.withColumn(
                 "headers",
-                F.to_json(F.transform("headers", lambda h: F.struct(h["key"].alias("key"),
-                                                                    F.base64(h["value"]).alias("value")))),
+                F.to_json(F.transform("headers", lambda h: F.struct(h["key"].alias("key"), b64(h["value"]).alias("value")))),
             )
     return df
 

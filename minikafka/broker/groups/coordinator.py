@@ -1,0 +1,905 @@
+"""The group coordinator: Kafka's classic group protocol and the committed offsets.
+
+This broker coordinates every group. The state machine follows Kafka's classic coordinator:
+
+- JoinGroup parks (a long poll) until the rebalance completes: when every known member has
+  rejoined, or the rebalance timeout (the largest of the members') passes and the members that
+  did not rejoin are dropped. A rebalance of an Empty group waits
+  ``group.initial.rebalance.delay.ms`` first, extended while new members keep arriving.
+- JoinGroup v4+ without a member id gets MEMBER_ID_REQUIRED and a fresh id; the rebalance waits
+  for such pending members until their session timeout.
+- The first member to join leads; the leader gets the members' metadata, runs the assignor and
+  sends the assignment in its SyncGroup; then the group is Stable and every parked SyncGroup is
+  answered. Members that do not send SyncGroup within the rebalance timeout are dropped.
+- Heartbeat, SyncGroup and OffsetCommit renew a member's session; a member not heard from within
+  its session timeout is dropped and the group rebalances.
+- Static members (group.instance.id) that come back with a new member id replace the old one
+  without a rebalance when the group is Stable; the old id is fenced (FENCED_INSTANCE_ID).
+
+Timers are ``loop.call_later`` handles on the broker's event loop; every request handler and
+timer runs on that loop, so no locking is needed. Error codes and their precedence are Kafka's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from minikafka.errors import ErrorCode, KafkaError
+
+from .group import Group, GroupState, JoinResult, Member, SyncResult
+from .offset_store import OffsetStore
+from .records import OFFSETS_TOPIC, CommittedOffset, RecordFormatError, encodable
+
+if TYPE_CHECKING:
+    from minikafka.broker.server import Broker
+
+log = logging.getLogger("minikafka.groups")
+
+#: Kafka's OFFSET_METADATA_TOO_LARGE (not in :class:`ErrorCode`).
+OFFSET_METADATA_TOO_LARGE = 12
+#: How long a new member's JoinGroup may stay parked before it is dropped (Kafka: 5 minutes).
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+#: The group type ListGroups v5 and DescribeGroups report.
+CLASSIC = "classic"
+#: ACL operations a group supports (READ, DELETE, DESCRIBE) for DescribeGroups' authorized operations.
+GROUP_OPERATIONS = frozenset({3, 6, 8})
+
+TopicPartition = tuple[str, int]
+S = GroupState
+
+
+def _store_error(exc: Exception) -> int:
+    """What a failed group metadata write becomes in a response (Kafka's mapping)."""
+    code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _commit_error(exc: Exception) -> int:
+    """What a failed offset commit write becomes in a response (Kafka's mapping)."""
+    code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return _store_error(exc)
+
+
+class GroupCoordinator:
+    """Every group of this broker and their committed offsets (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.min_session_ms = int(config.get("group.min.session.timeout.ms"))
+        self.max_session_ms = int(config.get("group.max.session.timeout.ms"))
+        self.max_size = int(config.get("group.max.size"))
+        self.initial_delay_ms = int(config.get("group.initial.rebalance.delay.ms"))
+        self.retention_ms = int(config.get("offsets.retention.minutes")) * 60_000
+        self.retention_check_ms = int(config.get("offsets.retention.check.interval.ms"))
+        self.metadata_max_bytes = int(config.get("offset.metadata.max.bytes"))
+        self.groups: dict[str, Group] = {}
+        self.active = False
+        self.store: OffsetStore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        #: completed rebalances (join -> new generation), for metrics and benchmarks
+        self.rebalances = 0
+
+    def _now(self) -> int:
+        return int(self.broker.clock())
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None, "the coordinator is not started"
+        return self._loop
+
+    # ================================================================== lifecycle
+
+    def start(self) -> None:
+        """Load the offsets log and the stored groups; called from the broker's loop at start."""
+        self._loop = asyncio.get_running_loop()
+        broker = self.broker
+        assert broker.logs is not None
+        topic_configs = {
+            "cleanup.policy": "compact",
+            "retention.ms": "-1",
+            "retention.bytes": "-1",
+            "segment.bytes": str(broker.config.get("offsets.topic.segment.bytes")),
+        }
+        flush = broker.flusher.flush if broker.config.fsync else None
+        self.store = OffsetStore(broker.logs, broker.attach_log, broker.clock, topic_configs, flush)
+        try:
+            stored = self.store.load()
+        except (KafkaError, OSError, ValueError) as exc:
+            log.error("the group coordinator is unavailable: cannot load %s: %s", OFFSETS_TOPIC, exc)
+            return
+        now = self._now()
+        for group_id, value in stored.items():
+            group = Group.from_stored(group_id, value, now)
+            self.groups[group_id] = group
+            for member in group.members.values():
+                self._schedule_expiration(group, member, member.session_timeout_ms)
+        for group_id in self.store.groups_with_offsets():
+            if group_id not in self.groups:
+                self.groups[group_id] = Group(group_id, S.EMPTY, now)
+        self.active = True
+        self._expiry_timer = self.loop.call_later(self.retention_check_ms / 1000, self._expire_offsets)
+        log.info("group coordinator loaded %d group(s)", len(self.groups))
+
+    def close(self) -> None:
+        """Stop: parked JoinGroup/SyncGroup requests get NOT_COORDINATOR, timers are cancelled."""
+        if not self.active:
+            return
+        self.active = False
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        for group in self.groups.values():
+            self._cancel_group_timers(group)
+            for member in list(group.members.values()):
+                group.maybe_invoke_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                group.maybe_invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+                member.cancel_timer()
+        for task in list(self._tasks):
+            task.cancel()
+
+    @staticmethod
+    def _cancel_group_timers(group: Group) -> None:
+        for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
+            if timer is not None:
+                timer.cancel()
+        group.join_timer = group.sync_timer = None
+
+    def _spawn(self, coro: Any) -> None:
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _after_durable(self, action: Callable[[int], None]) -> None:
+        """Run ``action(error)`` once what was just appended is durable (at once without --fsync)."""
+        assert self.store is not None
+        if self.store._flush is None:
+            action(ErrorCode.NONE)
+            return
+
+        async def run() -> None:
+            assert self.store is not None
+            try:
+                await self.store.sync()
+            except Exception as exc:
+                log.error("fsync of %s failed: %s", OFFSETS_TOPIC, exc)
+                action(ErrorCode.NOT_COORDINATOR)
+                return
+            action(ErrorCode.NONE)
+
+        self._spawn(run())
+
+    # ================================================================== validation
+
+    def _check(self, group_id: str | None, allow_empty: bool) -> int | None:
+        if group_id is None or (not allow_empty and group_id == "") or not encodable(group_id):
+            return ErrorCode.INVALID_GROUP_ID
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return None
+
+    @staticmethod
+    def _validate_member(group: Group, member_id: str, instance_id: str | None) -> int | None:
+        if instance_id is not None:
+            current = group.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                log.info("group %r: member %r of instance %r is fenced by member %r", group.group_id, member_id,
+                         instance_id, current)
+                return ErrorCode.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
+    # ================================================================== JoinGroup
+
+    def join_group(self, group_id: str | None, member_id: str, instance_id: str | None, *,
+                   require_known_member_id: bool, support_skip_assignment: bool, client_id: str,
+                   client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], reason: str | None = None) -> asyncio.Future[JoinResult]:
+        """A future that completes with the JoinGroup response (maybe only after a rebalance)."""
+        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        error = self._check(group_id, allow_empty=False)
+        if error is None and not (self.min_session_ms <= session_timeout_ms <= self.max_session_ms):
+            error = ErrorCode.INVALID_SESSION_TIMEOUT
+        if error is None and not all(encodable(s) for s in (member_id, instance_id, protocol_type,
+                                                            *(name for name, _ in protocols))):
+            error = ErrorCode.INVALID_REQUEST
+        if error is not None:
+            fut.set_result(JoinResult(error, member_id))
+            return fut
+        assert group_id is not None
+        unknown = member_id == ""
+        group = self.groups.get(group_id)
+        if group is None:
+            if not unknown:
+                fut.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                return fut
+            group = self.groups[group_id] = Group(group_id, S.EMPTY, self._now())
+        why = f"client reason: {reason or 'not provided'}"
+        if not self._accept_joining_member(group, member_id):
+            removed = group.remove(member_id)
+            if removed is not None:
+                group.maybe_invoke_join(removed, JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, ""))
+            fut.set_result(JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, ""))
+        elif unknown:
+            self._new_member_join(group, fut, instance_id, require_known_member_id, support_skip_assignment,
+                                  client_id, client_host, rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                  protocols, why)
+        else:
+            self._current_member_join(group, fut, member_id, instance_id, client_id, client_host,
+                                      rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, why)
+        if group.is_(S.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+        return fut
+
+    def _accept_joining_member(self, group: Group, member_id: str) -> bool:
+        if group.state in (S.EMPTY, S.DEAD):
+            return True
+        if group.is_(S.PREPARING_REBALANCE):
+            member = group.members.get(member_id)
+            return (member is not None and member.awaiting_join) or group.num_awaiting_join < self.max_size
+        return group.has(member_id) or group.size < self.max_size
+
+    def _new_member_join(self, group: Group, fut: asyncio.Future[JoinResult], instance_id: str | None,
+                         require_known_member_id: bool, support_skip: bool, client_id: str, client_host: str,
+                         rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                         protocols: list[tuple[str, bytes]], why: str) -> None:
+        if group.is_(S.DEAD):
+            fut.set_result(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, ""))
+            return
+        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
+            fut.set_result(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ""))
+            return
+        new_id = group.generate_member_id(client_id, instance_id)
+        if instance_id is not None:
+            old_id = group.static_members.get(instance_id)
+            if old_id is not None:
+                log.info("group %r: static member %r rejoins in state %s: member %r replaces %r", group.group_id,
+                         instance_id, group.state.value, new_id, old_id)
+                self._update_static_member(group, fut, old_id, new_id, instance_id, protocols,
+                                           rebalance_timeout_ms, session_timeout_ms, support_skip, why)
+                return
+            self._add_member_and_rebalance(group, fut, new_id, instance_id, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, why)
+        elif require_known_member_id:
+            timer = self.loop.call_later(session_timeout_ms / 1000, self._expire_pending_member, group, new_id)
+            group.pending_members[new_id] = timer
+            fut.set_result(JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_id))
+        else:
+            self._add_member_and_rebalance(group, fut, new_id, None, client_id, client_host, rebalance_timeout_ms,
+                                           session_timeout_ms, protocol_type, protocols, why)
+
+    def _current_member_join(self, group: Group, fut: asyncio.Future[JoinResult], member_id: str,
+                             instance_id: str | None, client_id: str, client_host: str, rebalance_timeout_ms: int,
+                             session_timeout_ms: int, protocol_type: str, protocols: list[tuple[str, bytes]],
+                             why: str) -> None:
+        if group.is_(S.DEAD):
+            fut.set_result(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id))
+            return
+        if not group.supports_protocols(protocol_type, {name for name, _ in protocols}):
+            fut.set_result(JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return
+        if group.is_pending(member_id):
+            if instance_id is not None:  # a pending member is never static
+                fut.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+                return
+            self._add_member_and_rebalance(group, fut, member_id, None, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, why)
+            return
+        error = self._validate_member(group, member_id, instance_id)
+        if error is not None:
+            fut.set_result(JoinResult(error, member_id))
+            return
+        member = group.members[member_id]
+        if group.is_(S.PREPARING_REBALANCE):
+            self._update_member_and_rebalance(group, member, fut, protocols, rebalance_timeout_ms,
+                                              session_timeout_ms, f"member {member_id} rejoins; {why}")
+        elif group.is_(S.COMPLETING_REBALANCE):
+            if member.matches(protocols):
+                # the member lost our JoinGroup response: send it again
+                fut.set_result(self._join_result(group, member))
+            else:
+                self._update_member_and_rebalance(group, member, fut, protocols, rebalance_timeout_ms,
+                                                  session_timeout_ms, f"member {member_id} changed metadata; {why}")
+        elif group.is_(S.STABLE):
+            if group.is_leader(member_id) or not member.matches(protocols):
+                self._update_member_and_rebalance(group, member, fut, protocols, rebalance_timeout_ms,
+                                                  session_timeout_ms, f"member {member_id} rejoins; {why}")
+            else:
+                fut.set_result(self._join_result(group, member, with_members=False))
+        else:  # Empty: the member id is stale
+            fut.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+
+    def _join_result(self, group: Group, member: Member, with_members: bool = True,
+                     leader_id: str | None = None, skip_assignment: bool = False) -> JoinResult:
+        return JoinResult(
+            ErrorCode.NONE, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
+            (group.leader_id or "") if leader_id is None else leader_id,
+            group.current_member_metadata() if with_members and group.is_leader(member.member_id) else [],
+            skip_assignment,
+        )
+
+    def _add_member_and_rebalance(self, group: Group, fut: asyncio.Future[JoinResult], member_id: str,
+                                  instance_id: str | None, client_id: str, client_host: str,
+                                  rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                                  protocols: list[tuple[str, bytes]], why: str) -> None:
+        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                        protocol_type, protocols)
+        member.is_new = True
+        if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member, fut)
+        # A parked JoinGroup of a member that went away must not hold a slot for ever.
+        self._schedule_expiration(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"adding member {member_id} (instance {instance_id}); {why}")
+
+    def _update_member_and_rebalance(self, group: Group, member: Member, fut: asyncio.Future[JoinResult],
+                                     protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
+                                     session_timeout_ms: int, why: str) -> None:
+        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, fut)
+        self._maybe_prepare_rebalance(group, why)
+
+    def _update_static_member(self, group: Group, fut: asyncio.Future[JoinResult], old_id: str, new_id: str,
+                              instance_id: str, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
+                              session_timeout_ms: int, support_skip: bool, why: str) -> None:
+        current_leader = group.leader_id or ""
+        member = group.replace_static_member(instance_id, old_id, new_id)
+        self._schedule_expiration(group, member, member.session_timeout_ms)
+        old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
+        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, fut)
+        if group.is_(S.STABLE):
+            if group.select_protocol() != group.protocol_name:
+                self._maybe_prepare_rebalance(group, f"static member {instance_id} changed the protocol; {why}")
+                return
+            assert self.store is not None
+            generation = group.generation_id
+            try:
+                self.store.store_group(group.group_id, group.to_stored())
+            except (KafkaError, RecordFormatError) as exc:
+                log.warning("group %r: cannot store the replaced static member %r: %s", group.group_id,
+                            instance_id, exc)
+                group.maybe_invoke_join(member, JoinResult(_store_error(exc), "", generation, group.protocol_type,
+                                                           group.protocol_name, current_leader))
+                group.update_member(member, *old, None)
+                group.replace_static_member(instance_id, new_id, old_id)
+                self._schedule_expiration(group, member, member.session_timeout_ms)
+                return
+
+            def respond(error: int) -> None:
+                if error:
+                    group.maybe_invoke_join(member, JoinResult(error, member.member_id))
+                elif support_skip:
+                    # v9+: the leader learns it leads but skips the assignor; the group stays as it is
+                    leader = group.is_leader(member.member_id)
+                    group.maybe_invoke_join(member, self._join_result(group, member, with_members=leader,
+                                                                      skip_assignment=leader))
+                else:
+                    # older versions: answer with the old leader id, so the member acts as a follower
+                    group.maybe_invoke_join(member, self._join_result(group, member, with_members=False,
+                                                                      leader_id=current_leader))
+
+            log.info("group %r: static member %r rejoined without a rebalance (generation %d)", group.group_id,
+                     instance_id, generation)
+            self._after_durable(respond)
+        elif group.is_(S.COMPLETING_REBALANCE):
+            # the leader may be assigning to the old member id: rebalance again
+            self._prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
+        # PreparingRebalance: the member simply waits for the rebalance with the others
+
+    # ================================================================== rebalancing
+
+    def _maybe_prepare_rebalance(self, group: Group, why: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, why)
+
+    def _prepare_rebalance(self, group: Group, why: str) -> None:
+        if group.is_(S.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        self._remove_sync_expiration(group)
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        initial = group.is_(S.EMPTY)
+        group.transition_to(S.PREPARING_REBALANCE, self._now())
+        log.info("group %r: preparing to rebalance from generation %d (%s)", group.group_id, group.generation_id, why)
+        if initial:
+            delay = self.initial_delay_ms
+            self._schedule_initial_join(group, delay, max(group.rebalance_timeout_ms - delay, 0))
+        else:
+            group.join_is_initial = False
+            group.join_timer = self.loop.call_later(group.rebalance_timeout_ms / 1000, self._on_join_timer, group)
+            self._try_complete_join(group)
+
+    def _schedule_initial_join(self, group: Group, delay_ms: int, remaining_ms: int) -> None:
+        group.join_is_initial = True
+        group.initial_delay_ms = delay_ms
+        group.initial_remaining_ms = remaining_ms
+        group.join_timer = self.loop.call_later(delay_ms / 1000, self._on_join_timer, group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        if (group.is_(S.PREPARING_REBALANCE) and not group.join_is_initial and group.join_timer is not None
+                and group.has_all_members_joined()):
+            group.join_timer.cancel()
+            group.join_timer = None
+            self._complete_join(group)
+
+    def _on_join_timer(self, group: Group) -> None:
+        group.join_timer = None
+        if not group.is_(S.PREPARING_REBALANCE):
+            return
+        if group.join_is_initial and group.new_member_added and group.initial_remaining_ms > 0:
+            # new members keep arriving: wait a little longer, within the rebalance timeout
+            group.new_member_added = False
+            delay = min(self.initial_delay_ms, group.initial_remaining_ms)
+            remaining = max(group.initial_remaining_ms - group.initial_delay_ms, 0)
+            self._schedule_initial_join(group, delay, remaining)
+            return
+        self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        group.join_is_initial = False
+        gone = [m for m in group.not_yet_rejoined() if m.group_instance_id is None]
+        for member in gone:
+            group.remove(member.member_id)
+        if gone:
+            log.info("group %r: removed member(s) that did not rejoin in time: %s", group.group_id,
+                     [m.member_id for m in gone])
+        if group.is_(S.DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            log.error("group %r: no member rejoined; waiting another rebalance timeout", group.group_id)
+            group.join_timer = self.loop.call_later(group.rebalance_timeout_ms / 1000, self._on_join_timer, group)
+            return
+        group.init_next_generation(self._now())
+        self.rebalances += 1
+        if group.is_(S.EMPTY):
+            log.info("group %r: generation %d is empty", group.group_id, group.generation_id)
+            self._store_group_quietly(group)
+            return
+        log.info("group %r: generation %d with %d member(s), protocol %r, leader %r", group.group_id,
+                 group.generation_id, group.size, group.protocol_name, group.leader_id)
+        for member in list(group.members.values()):
+            group.maybe_invoke_join(member, self._join_result(group, member))
+            self._schedule_expiration(group, member, member.session_timeout_ms)
+            member.is_new = False
+            group.pending_sync.add(member.member_id)
+        group.sync_timer = self.loop.call_later(group.rebalance_timeout_ms / 1000, self._on_sync_timer, group,
+                                                group.generation_id)
+
+    def _store_group_quietly(self, group: Group) -> None:
+        assert self.store is not None
+        try:
+            self.store.store_group(group.group_id, group.to_stored())
+        except (KafkaError, RecordFormatError) as exc:
+            log.warning("group %r: cannot store metadata of generation %d: %s", group.group_id,
+                        group.generation_id, exc)
+
+    def _remove_sync_expiration(self, group: Group) -> None:
+        group.pending_sync.clear()
+        if group.sync_timer is not None:
+            group.sync_timer.cancel()
+            group.sync_timer = None
+
+    def _remove_pending_sync_member(self, group: Group, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync and group.sync_timer is not None:
+            group.sync_timer.cancel()
+            group.sync_timer = None
+
+    def _on_sync_timer(self, group: Group, generation: int) -> None:
+        group.sync_timer = None
+        if generation != group.generation_id or group.state not in (S.COMPLETING_REBALANCE, S.STABLE):
+            return
+        if group.pending_sync:
+            late = sorted(group.pending_sync)
+            for member_id in late:
+                group.remove(member_id)
+            self._prepare_rebalance(group, f"members {late} did not send SyncGroup in time")
+
+    def _set_and_propagate_assignment(self, group: Group, assignment: dict[str, bytes]) -> None:
+        for member in group.members.values():
+            member.assignment = assignment.get(member.member_id, b"")
+        self._propagate_assignment(group, ErrorCode.NONE)
+
+    def _reset_and_propagate_assignment_error(self, group: Group, error: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: Group, error: int) -> None:
+        ok = error == ErrorCode.NONE
+        for member in list(group.members.values()):
+            result = SyncResult(ErrorCode(error), group.protocol_type if ok else None,
+                                group.protocol_name if ok else None, member.assignment)
+            if group.maybe_invoke_sync(member, result):
+                self._schedule_expiration(group, member, member.session_timeout_ms)
+
+    # ================================================================== sessions
+
+    def _schedule_expiration(self, group: Group, member: Member, timeout_ms: int) -> None:
+        member.cancel_timer()
+        member.heartbeat_timer = self.loop.call_later(max(timeout_ms, 0) / 1000, self._on_session_expired,
+                                                      group, member)
+
+    def _on_session_expired(self, group: Group, member: Member) -> None:
+        member.heartbeat_timer = None
+        if group.is_(S.DEAD) or group.members.get(member.member_id) is not member:
+            return
+        if (member.awaiting_join and not member.is_new) or member.awaiting_sync:
+            return  # parked in a rebalance: the rebalance timeout governs it
+        log.info("group %r: member %r failed (no heartbeat within %d ms): removing it", group.group_id,
+                 member.member_id, member.session_timeout_ms)
+        self._remove_member_and_update_group(group, member, f"session timeout of {member.member_id}")
+
+    def _expire_pending_member(self, group: Group, member_id: str) -> None:
+        if member_id in group.pending_members:
+            group.pending_members.pop(member_id, None)
+            log.info("group %r: pending member %r did not rejoin in time", group.group_id, member_id)
+            if group.is_(S.PREPARING_REBALANCE):
+                self._try_complete_join(group)
+
+    def _remove_member_and_update_group(self, group: Group, member: Member, why: str) -> None:
+        group.maybe_invoke_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, ""))
+        group.remove(member.member_id)
+        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, why)
+        elif group.is_(S.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    # ================================================================== SyncGroup
+
+    def sync_group(self, group_id: str | None, generation_id: int, member_id: str, instance_id: str | None,
+                   protocol_type: str | None, protocol_name: str | None,
+                   assignments: dict[str, bytes]) -> asyncio.Future[SyncResult]:
+        fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        error = self._check(group_id, allow_empty=False)
+        group = self.groups.get(group_id) if error is None and group_id is not None else None
+        if error is None and group is None:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        if error is None and group is not None:
+            if group.is_(S.DEAD):
+                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            else:
+                error = self._validate_member(group, member_id, instance_id)
+                if error is None:
+                    if generation_id != group.generation_id:
+                        error = ErrorCode.ILLEGAL_GENERATION
+                    elif protocol_type is not None and protocol_type != group.protocol_type:
+                        error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+                    elif protocol_name is not None and protocol_name != group.protocol_name:
+                        error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+                    elif group.is_(S.EMPTY):
+                        error = ErrorCode.UNKNOWN_MEMBER_ID
+                    elif group.is_(S.PREPARING_REBALANCE):
+                        error = ErrorCode.REBALANCE_IN_PROGRESS
+        if error is not None or group is None:
+            fut.set_result(SyncResult(ErrorCode(error or ErrorCode.UNKNOWN_SERVER_ERROR)))
+            return fut
+        member = group.members[member_id]
+        if group.is_(S.STABLE):
+            self._remove_pending_sync_member(group, member_id)
+            fut.set_result(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment))
+            self._schedule_expiration(group, member, member.session_timeout_ms)
+            return fut
+        # CompletingRebalance
+        if member.sync_future is not None and not member.sync_future.done():
+            member.sync_future.set_result(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        member.sync_future = fut
+        self._remove_pending_sync_member(group, member_id)
+        if group.is_leader(member_id):
+            self._on_leader_assignment(group, member_id, assignments)
+        return fut
+
+    def _on_leader_assignment(self, group: Group, leader_id: str, assignments: dict[str, bytes]) -> None:
+        assert self.store is not None
+        generation = group.generation_id
+        missing = [m for m in group.members if m not in assignments]
+        if missing:
+            log.warning("group %r generation %d: empty assignment for members %s", group.group_id, generation,
+                        missing)
+        assignment = {**assignments, **{m: b"" for m in missing}}
+        log.info("group %r generation %d: assignment received from leader %r", group.group_id, generation, leader_id)
+        try:
+            self.store.store_group(group.group_id, group.to_stored(assignment))
+        except (KafkaError, RecordFormatError) as exc:
+            log.error("group %r: cannot store generation %d: %s", group.group_id, generation, exc)
+            self._reset_and_propagate_assignment_error(group, _store_error(exc))
+            self._maybe_prepare_rebalance(group, "storing the group assignment failed")
+            return
+
+        def complete(error: int) -> None:
+            if not (group.is_(S.COMPLETING_REBALANCE) and group.generation_id == generation):
+                return
+            if error:
+                self._reset_and_propagate_assignment_error(group, error)
+                self._maybe_prepare_rebalance(group, "storing the group assignment failed")
+                return
+            self._set_and_propagate_assignment(group, assignment)
+            group.transition_to(S.STABLE, self._now())
+
+        self._after_durable(complete)
+
+    # ================================================================== Heartbeat, LeaveGroup
+
+    def heartbeat(self, group_id: str | None, member_id: str, instance_id: str | None, generation_id: int) -> int:
+        error = self._check(group_id, allow_empty=False)
+        if error is not None:
+            return error
+        group = self.groups.get(group_id or "")
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_member(group, member_id, instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.is_(S.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        member = group.members[member_id]
+        self._schedule_expiration(group, member, member.session_timeout_ms)
+        return ErrorCode.REBALANCE_IN_PROGRESS if group.is_(S.PREPARING_REBALANCE) else ErrorCode.NONE
+
+    def leave_group(self, group_id: str | None,
+                    leaving: list[tuple[str, str | None, str | None]]) -> tuple[int, list[int]]:
+        """``leaving`` is (member id, group instance id, reason) each; (group error, member errors)."""
+        error = self._check(group_id, allow_empty=False)
+        if error is not None:
+            return error, []
+        group = self.groups.get(group_id or "")
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        errors: list[int] = []
+        for member_id, instance_id, reason in leaving:
+            why = f"member {member_id} (instance {instance_id}) left; client reason: {reason or 'not provided'}"
+            if member_id == "":
+                current = group.static_members.get(instance_id) if instance_id is not None else None
+                if current is None:
+                    errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+                self._remove_member_and_update_group(group, group.members[current], why)
+                log.info("group %r: %s", group.group_id, why)
+                errors.append(ErrorCode.NONE)
+            elif group.is_pending(member_id):
+                group.remove(member_id)
+                if group.is_(S.PREPARING_REBALANCE):
+                    self._try_complete_join(group)
+                errors.append(ErrorCode.NONE)
+            else:
+                error = self._validate_member(group, member_id, instance_id)
+                if error is None:
+                    self._remove_member_and_update_group(group, group.members[member_id], why)
+                    log.info("group %r: %s", group.group_id, why)
+                    error = ErrorCode.NONE
+                errors.append(error)
+        return ErrorCode.NONE, errors
+
+    # ================================================================== offsets
+
+    def _validate_offset_commit(self, group: Group, member_id: str, instance_id: str | None,
+                                generation_id: int) -> int | None:
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_(S.EMPTY):
+            return None  # an admin client or a consumer without group management
+        if generation_id >= 0 or member_id != "" or instance_id is not None:
+            error = self._validate_member(group, member_id, instance_id)
+            if error is not None:
+                return error
+            if generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not group.is_(S.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_(S.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return None
+
+    async def commit_offsets(self, group_id: str | None, member_id: str, instance_id: str | None,
+                             generation_id: int, offsets: dict[TopicPartition, CommittedOffset],
+                             api_version: int) -> dict[TopicPartition, int]:
+        """Store ``offsets``; the error code of every partition."""
+        error = self._check(group_id, allow_empty=True)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        assert group_id is not None and self.store is not None
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return dict.fromkeys(offsets, ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9
+                                     else ErrorCode.ILLEGAL_GENERATION)
+            group = self.groups[group_id] = Group(group_id, S.EMPTY, self._now())
+            log.info("group %r created by an offset commit without group management", group_id)
+        error = self._validate_offset_commit(group, member_id, instance_id, generation_id)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        member = group.members.get(member_id)
+        if member is not None and group.state in (S.STABLE, S.PREPARING_REBALANCE):
+            self._schedule_expiration(group, member, member.session_timeout_ms)
+        results: dict[TopicPartition, int] = {}
+        accepted: dict[TopicPartition, CommittedOffset] = {}
+        for tp, committed in offsets.items():
+            if len(committed.metadata) > self.metadata_max_bytes:
+                results[tp] = OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = committed
+                results[tp] = ErrorCode.NONE
+        try:
+            self.store.commit(group_id, accepted)
+            await self.store.sync()
+        except (KafkaError, RecordFormatError, OSError) as exc:
+            log.warning("group %r: offset commit failed: %s", group_id, exc)
+            code = _commit_error(exc)
+            results.update(dict.fromkeys(accepted, code))
+        return results
+
+    def fetch_offsets(self, group_id: str | None, partitions: list[TopicPartition] | None
+                      ) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
+        """(group error, committed offset or None per partition); all committed ones when ``partitions`` is None."""
+        error = self._check(group_id, allow_empty=True)
+        if error is not None:
+            return error, {}
+        assert group_id is not None and self.store is not None
+        group = self.groups.get(group_id)
+        if group is not None and group.is_(S.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        committed = self.store.offsets(group_id)
+        if partitions is None:
+            return ErrorCode.NONE, dict(sorted(committed.items()))
+        return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
+
+    async def delete_offsets(self, group_id: str | None, partitions: list[TopicPartition]
+                             ) -> tuple[int, dict[TopicPartition, int]]:
+        error = self._check(group_id, allow_empty=False)
+        if error is not None:
+            return error, {}
+        assert group_id is not None and self.store is not None
+        group = self.groups.get(group_id)
+        if group is None or group.is_(S.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        results: dict[TopicPartition, int] = {}
+        if group.is_(S.EMPTY):
+            eligible = list(partitions)
+        elif group.is_consumer_group:
+            eligible = []
+            for tp in partitions:
+                if group.is_subscribed_to(tp[0]):
+                    results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    eligible.append(tp)
+        else:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        try:
+            removed = self.store.delete_offsets(group_id, eligible)
+            await self.store.sync()
+        except (KafkaError, OSError) as exc:
+            return _store_error(exc), {}
+        results.update(dict.fromkeys(eligible, ErrorCode.NONE))
+        if removed:
+            log.info("group %r: deleted %d committed offset(s)", group_id, removed)
+        return ErrorCode.NONE, results
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """Forget the committed offsets of a deleted topic (Kafka does this on topic deletion)."""
+        if not self.active or self.store is None:
+            return
+        for group_id in self.store.groups_with_offsets():
+            doomed = [tp for tp in self.store.offsets(group_id) if tp[0] == topic]
+            if doomed:
+                try:
+                    self.store.delete_offsets(group_id, doomed)
+                except KafkaError as exc:
+                    log.warning("group %r: cannot drop offsets of deleted topic %s: %s", group_id, topic, exc)
+
+    def _expire_offsets(self) -> None:
+        """Kafka's offset retention: drop old offsets of groups that no longer use them, then empty groups."""
+        self._expiry_timer = self.loop.call_later(self.retention_check_ms / 1000, self._expire_offsets)
+        if not self.active or self.store is None:
+            return
+        now = self._now()
+        for group_id, group in list(self.groups.items()):
+            committed = self.store.offsets(group_id)
+            expired: list[TopicPartition] = []
+            if committed:
+                if group.protocol_type and group.is_(S.EMPTY):
+                    base: Callable[[CommittedOffset], int] | None = lambda c, g=group: g.state_timestamp
+                    keep: set[str] = set()
+                elif group.is_consumer_group and group.subscribed is not None and group.is_(S.STABLE):
+                    base, keep = (lambda c: c.commit_timestamp), group.subscribed
+                elif not group.protocol_type:
+                    base, keep = (lambda c: c.commit_timestamp), set()
+                else:
+                    base = None
+                if base is not None:
+                    for tp, c in committed.items():
+                        if tp[0] in keep:
+                            continue
+                        if (now >= c.expire_timestamp if c.expire_timestamp >= 0
+                                else now - base(c) >= self.retention_ms):
+                            expired.append(tp)
+            try:
+                if expired:
+                    self.store.delete_offsets(group_id, expired)
+                    log.info("group %r: %d committed offset(s) expired", group_id, len(expired))
+                if group.is_(S.EMPTY) and not self.store.offsets(group_id) and not group.pending_members:
+                    self.store.delete_group(group_id)
+                    group.transition_to(S.DEAD, now)
+                    self._cancel_group_timers(group)
+                    del self.groups[group_id]
+                    log.info("group %r: removed (empty, no offsets left)", group_id)
+            except KafkaError as exc:
+                log.warning("group %r: offset expiration failed: %s", group_id, exc)
+
+    # ================================================================== admin
+
+    def list_groups(self, states: Iterable[str], types: Iterable[str]) -> tuple[int, list[tuple[str, str, str]]]:
+        """(error, [(group id, protocol type, state)]) for groups passing the (case-insensitive) filters."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and CLASSIC not in wanted_types:
+            return ErrorCode.NONE, []
+        return ErrorCode.NONE, [
+            (g.group_id, g.protocol_type or "", g.state.value)
+            for g in self.groups.values()
+            if not g.is_(S.DEAD) and (not wanted_states or g.state.value.lower() in wanted_states)
+        ]
+
+    def describe_group(self, group_id: str | None, api_version: int) -> tuple[int, str | None, Group | None]:
+        error = self._check(group_id, allow_empty=True)
+        if error is not None:
+            return error, None, None
+        group = self.groups.get(group_id or "")
+        if group is None or group.is_(S.DEAD):
+            if api_version >= 6:
+                return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+            return ErrorCode.NONE, None, None
+        return ErrorCode.NONE, None, group
+
+    async def delete_groups(self, group_ids: list[str | None]) -> dict[str | None, int]:
+        results: dict[str | None, int] = {}
+        deleted = False
+        for group_id in group_ids:
+            if group_id in results:
+                continue
+            error = self._check(group_id, allow_empty=True)
+            group = self.groups.get(group_id or "") if error is None else None
+            if error is None and (group is None or group.is_(S.DEAD)):
+                error = ErrorCode.GROUP_ID_NOT_FOUND
+            elif error is None and group is not None and not group.is_(S.EMPTY):
+                error = ErrorCode.NON_EMPTY_GROUP
+            if error is None and group is not None:
+                assert self.store is not None and group_id is not None
+                try:
+                    removed = self.store.delete_group(group_id)
+                except (KafkaError, OSError) as exc:
+                    error = _store_error(exc)
+                else:
+                    group.transition_to(S.DEAD, self._now())
+                    self._cancel_group_timers(group)
+                    del self.groups[group_id]
+                    deleted = True
+                    log.info("group %r deleted with %d committed offset(s)", group_id, removed)
+                    error = ErrorCode.NONE
+            results[group_id] = error if error is not None else ErrorCode.NONE
+        if deleted and self.store is not None:
+            try:
+                await self.store.sync()
+            except Exception as exc:  # the deletion is in the log; only its fsync failed
+                log.error("fsync after deleting groups failed: %s", exc)
+        return results

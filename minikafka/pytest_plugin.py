@@ -1,0 +1,92 @@
+"""pytest fixtures that give each test (or the session) a real minikafka broker.
+
+Installed with minikafka (entry point ``pytest11``), so a test only names a fixture::
+
+    def test_orders_are_not_duplicated(minikafka):
+        topic = minikafka.new_topic(partitions=3)
+        rule = minikafka.faults.drop_response(api="Produce", topic=topic)
+        run_my_producer(minikafka.bootstrap, topic)
+        assert rule.fired == 1
+        assert len(minikafka.records(topic, 0)) == expected
+
+Fixtures:
+
+``minikafka``
+    a broker for one test, on a free port over a fresh temporary data dir.
+``minikafka_session``
+    one broker shared by the whole session (use :meth:`MiniKafka.new_topic` for unique topics;
+    its fault rules are cleared after each test that used it).
+``minikafka_factory``
+    a function that starts brokers with given options; all stop at the end of the test.
+
+Settings for ``minikafka`` come from ``@pytest.mark.minikafka(config={...}, faults=[...],
+admin_port=0)``. The broker runs on a thread of its own, so sync and asyncio tests alike can
+use any client library against ``minikafka.bootstrap``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from minikafka.testing import MiniKafka
+
+_MARKER = "minikafka"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{_MARKER}(config=None, faults=None, admin_port=None): settings for the minikafka fixture's broker "
+        "(Kafka broker settings, fault rule specs, admin HTTP port)",
+    )
+
+
+def _start(tmp_dir: Any, **options: Any) -> MiniKafka:
+    from minikafka.testing import MiniKafka  # imported when a fixture is used, not at pytest start-up
+
+    return MiniKafka(data_dir=tmp_dir, **options).start()
+
+
+@pytest.fixture
+def minikafka_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., MiniKafka]]:
+    """Start brokers: ``minikafka_factory(config={...}, faults=[...], admin_port=0, port=0)``."""
+    started: list[MiniKafka] = []
+
+    def start(**options: Any) -> MiniKafka:
+        broker = _start(tmp_path_factory.mktemp("minikafka"), **options)
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in reversed(started):
+        broker.stop()
+
+
+@pytest.fixture
+def minikafka(request: pytest.FixtureRequest, minikafka_factory: Callable[..., MiniKafka]) -> MiniKafka:
+    """A broker for this test on a free 127.0.0.1 port, with a temporary data dir."""
+    options: dict[str, Any] = {}
+    for marker in reversed(list(request.node.iter_markers(_MARKER))):  # closest marker wins
+        options.update(marker.kwargs)
+    return minikafka_factory(**options)
+
+
+@pytest.fixture(scope="session")
+def _minikafka_session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniKafka]:
+    broker = _start(tmp_path_factory.mktemp("minikafka-session"))
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def minikafka_session(_minikafka_session_broker: MiniKafka) -> Iterator[MiniKafka]:
+    """The session's shared broker; fault rules a test adds are removed when it ends."""
+    yield _minikafka_session_broker
+    if _minikafka_session_broker.running:
+        _minikafka_session_broker.faults.clear()
+    else:  # a test crashed it: bring it back for the next one
+        _minikafka_session_broker.start_again()
