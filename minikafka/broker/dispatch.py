@@ -22,8 +22,33 @@ from kafka.protocol.admin import (
     DescribeProducersRequest,
     DescribeProducersResponse,
 )
+from kafka.protocol.admin.groups import (  # consumer groups
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer.group import (  # consumer groups
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse  # groups
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -46,6 +71,17 @@ from minikafka.broker.handlers import (
     metadata,
     produce,
 )
+from minikafka.broker.handlers.delete_groups import handle as delete_groups  # consumer groups
+from minikafka.broker.handlers.describe_groups import handle as describe_groups  # consumer groups
+from minikafka.broker.handlers.find_coordinator import handle as find_coordinator  # consumer groups
+from minikafka.broker.handlers.heartbeat import handle as heartbeat  # consumer groups
+from minikafka.broker.handlers.join_group import handle as join_group  # consumer groups
+from minikafka.broker.handlers.leave_group import handle as leave_group  # consumer groups
+from minikafka.broker.handlers.list_groups import handle as list_groups  # consumer groups
+from minikafka.broker.handlers.offset_commit import handle as offset_commit  # consumer groups
+from minikafka.broker.handlers.offset_delete import handle as offset_delete  # consumer groups
+from minikafka.broker.handlers.offset_fetch import handle as offset_fetch  # consumer groups
+from minikafka.broker.handlers.sync_group import handle as sync_group  # consumer groups
 from minikafka.protocol.apis import ApiSpec
 
 
@@ -64,5 +100,17 @@ def build_api_table() -> dict[int, ApiSpec]:
         ApiSpec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3, create_partitions.handle),
         ApiSpec(DescribeClusterRequest, DescribeClusterResponse, 0, 1, describe_cluster.handle),
         ApiSpec(DescribeProducersRequest, DescribeProducersResponse, 0, 0, describe_producers.handle),
+        # consumer groups
+        ApiSpec(OffsetCommitRequest, OffsetCommitResponse, 0, 9, offset_commit),
+        ApiSpec(OffsetFetchRequest, OffsetFetchResponse, 0, 9, offset_fetch),
+        ApiSpec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4, find_coordinator),
+        ApiSpec(JoinGroupRequest, JoinGroupResponse, 0, 9, join_group),
+        ApiSpec(HeartbeatRequest, HeartbeatResponse, 0, 4, heartbeat),
+        ApiSpec(LeaveGroupRequest, LeaveGroupResponse, 0, 5, leave_group),
+        ApiSpec(SyncGroupRequest, SyncGroupResponse, 0, 5, sync_group),
+        ApiSpec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6, describe_groups),
+        ApiSpec(ListGroupsRequest, ListGroupsResponse, 0, 5, list_groups),
+        ApiSpec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2, delete_groups),
+        ApiSpec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0, offset_delete),
     ]
     return {spec.key: spec for spec in specs}

@@ -21,6 +21,7 @@ from minikafka.broker.context import RequestContext
 from minikafka.broker.dispatch import build_api_table
 from minikafka.broker.fetch_waiters import FetchWaiters
 from minikafka.broker.flusher import Flusher
+from minikafka.broker.groups import GroupCoordinator  # consumer groups
 from minikafka.broker.metrics import Metrics
 from minikafka.broker.producer_ids import ProducerIdAllocator
 from minikafka.config import BrokerConfig
@@ -51,6 +52,7 @@ class Broker:
         self.port: int = self.config.port
         self.started = False
         self.interceptor: Any = None  # fault injection hook (minikafka.broker.faults)
+        self.groups: GroupCoordinator | None = None  # consumer groups: created in start()
 
     # ----------------------------------------------------------------- addresses
     @property
@@ -82,6 +84,9 @@ class Broker:
         for partition_log in self.logs.all_logs():
             self.attach_log(partition_log)
         self.producer_ids = ProducerIdAllocator(self.data_dir)
+        # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
+        self.groups = GroupCoordinator(self)
+        self.groups.start()
         self.metrics.recovery_seconds = time.perf_counter() - started
         self._server = await asyncio.start_server(
             self._on_connect, self.config.host, self.config.port, reuse_address=True, limit=1 << 20
@@ -123,6 +128,9 @@ class Broker:
             self._server.close()
         for task in self._background:
             task.cancel()
+        # --- consumer groups: parked JoinGroup/SyncGroup answer NOT_COORDINATOR, timers stop ---
+        if self.groups is not None:
+            self.groups.close()
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError):
                 await task

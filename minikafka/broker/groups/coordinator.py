@@ -812,25 +812,7 @@ class GroupCoordinator:
             return
         now = self._now()
         for group_id, group in list(self.groups.items()):
-            committed = self.store.offsets(group_id)
-            expired: list[TopicPartition] = []
-            if committed:
-                if group.protocol_type and group.is_(S.EMPTY):
-                    base: Callable[[CommittedOffset], int] | None = lambda c, g=group: g.state_timestamp
-                    keep: set[str] = set()
-                elif group.is_consumer_group and group.subscribed is not None and group.is_(S.STABLE):
-                    base, keep = (lambda c: c.commit_timestamp), group.subscribed
-                elif not group.protocol_type:
-                    base, keep = (lambda c: c.commit_timestamp), set()
-                else:
-                    base = None
-                if base is not None:
-                    for tp, c in committed.items():
-                        if tp[0] in keep:
-                            continue
-                        if (now >= c.expire_timestamp if c.expire_timestamp >= 0
-                                else now - base(c) >= self.retention_ms):
-                            expired.append(tp)
+            expired = self._expired_offsets(group, now)
             try:
                 if expired:
                     self.store.delete_offsets(group_id, expired)
@@ -843,6 +825,30 @@ class GroupCoordinator:
                     log.info("group %r: removed (empty, no offsets left)", group_id)
             except KafkaError as exc:
                 log.warning("group %r: offset expiration failed: %s", group_id, exc)
+
+    def _expired_offsets(self, group: Group, now: int) -> list[TopicPartition]:
+        """Offsets past retention: all of an Empty group (counted from when it became empty), those
+        of unsubscribed topics of a Stable consumer group, and any of a group without management."""
+        assert self.store is not None
+        keep: set[str] = set()
+        if group.protocol_type and group.is_(S.EMPTY):
+            def base(c: CommittedOffset) -> int:
+                return group.state_timestamp
+        elif group.is_consumer_group and group.subscribed is not None and group.is_(S.STABLE):
+            keep = group.subscribed
+
+            def base(c: CommittedOffset) -> int:
+                return c.commit_timestamp
+        elif not group.protocol_type:
+            def base(c: CommittedOffset) -> int:
+                return c.commit_timestamp
+        else:
+            return []
+        return [
+            tp for tp, c in self.store.offsets(group.group_id).items()
+            if tp[0] not in keep and (now >= c.expire_timestamp if c.expire_timestamp >= 0
+                                      else now - base(c) >= self.retention_ms)
+        ]
 
     # ================================================================== admin
 

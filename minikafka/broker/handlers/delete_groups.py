@@ -1,0 +1,27 @@
+"""DeleteGroups (key 42): delete empty groups with their committed offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DeleteGroupsResponse
+
+from minikafka.broker.context import RequestContext
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    groups = ctx.broker.groups
+    assert groups is not None
+    names = list(request.groups_names)
+    results = await groups.delete_groups(names)
+    Response = DeleteGroupsResponse[version]
+    Result = Response.DeletableGroupResult
+    seen: set[str | None] = set()
+    out = []
+    for name in names:
+        if name in seen:
+            continue
+        seen.add(name)
+        out.append(Result(group_id=name, error_code=results[name]))
+    return Response(throttle_time_ms=0, results=out)

@@ -1,0 +1,45 @@
+"""FindCoordinator (key 10): this broker coordinates every group and transactional id.
+
+v0 names one group; v1-v3 add the key type (0 group, 1 transaction); v4 batches several keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.metadata import FindCoordinatorResponse
+
+from minikafka.broker.context import RequestContext
+from minikafka.errors import ErrorCode
+
+GROUP, TRANSACTION = 0, 1
+
+
+def _lookup(ctx: RequestContext, key_type: int) -> tuple[int, str | None]:
+    """(error, message) for a key of ``key_type``."""
+    if key_type not in (GROUP, TRANSACTION):
+        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
+    groups = ctx.broker.groups
+    if groups is None or not groups.active:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
+    return ErrorCode.NONE, None
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    broker = ctx.broker
+    Response = FindCoordinatorResponse[version]
+    key_type = request.key_type if version >= 1 else GROUP
+    error, message = _lookup(ctx, key_type)
+    node, host, port = (broker.node_id, broker.advertised_host, broker.advertised_port) if not error else (-1, "", -1)
+    if version >= 4:
+        Coordinator = Response.Coordinator
+        return Response(throttle_time_ms=0, coordinators=[
+            Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
+            for key in request.coordinator_keys
+        ])
+    fields: dict[str, Any] = {"error_code": error, "node_id": node, "host": host, "port": port}
+    if version >= 1:
+        fields["throttle_time_ms"] = 0
+        fields["error_message"] = message
+    return Response(**fields)

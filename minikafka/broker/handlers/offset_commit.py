@@ -1,0 +1,67 @@
+"""OffsetCommit (key 8): store a group's consumed positions, durably, in ``__consumer_offsets``.
+
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator,
+which checks membership and generation (a generation of -1 commits without group management,
+allowed while the group has no members). v1 may carry a commit timestamp, v2-v4 a retention
+time, v6+ the leader epoch, v7+ the group.instance.id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import OffsetCommitResponse
+
+from minikafka.broker.context import RequestContext
+from minikafka.broker.groups.records import CommittedOffset
+from minikafka.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    broker = ctx.broker
+    groups = broker.groups
+    assert groups is not None and broker.logs is not None
+    topics = broker.logs.topics()
+    now = broker.clock()
+    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+    errors: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], CommittedOffset] = {}
+    for topic in request.topics:
+        info = topics.get(topic.name) if topic.name is not None else None
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
+            offsets[tp] = CommittedOffset(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=commit_ts,
+                expire_timestamp=now + retention if retention >= 0 else -1,
+            )
+    if offsets:
+        errors.update(await groups.commit_offsets(
+            request.group_id,
+            request.member_id or "" if version >= 1 else "",
+            request.group_instance_id if version >= 7 else None,
+            request.generation_id_or_member_epoch if version >= 1 else -1,
+            offsets,
+            version,
+        ))
+    Response = OffsetCommitResponse[version]
+    Topic = Response.OffsetCommitResponseTopic
+    Partition = Topic.OffsetCommitResponsePartition
+    out = [
+        Topic(name=topic.name, partitions=[
+            Partition(partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)])
+            for p in topic.partitions
+        ])
+        for topic in request.topics
+    ]
+    fields: dict[str, Any] = {"topics": out}
+    if version >= 3:
+        fields["throttle_time_ms"] = 0
+    return Response(**fields)
