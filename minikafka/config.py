@@ -50,6 +50,28 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "max.connections": (int, 2147483647),
     "max.connections.per.ip": (int, 2147483647),
     "connections.max.idle.ms": (int, 600000),
+    # Hardening (docs/security.md): connection and memory limits beyond the ones above.
+    "max.connections.per.ip.overrides": (str, ""),
+    "queued.max.request.bytes": (int, -1),
+    "sasl.server.max.receive.size": (int, 524288),
+    "minikafka.producer.state.max.entries": (int, 200000),
+    # Listeners in Kafka's form; an empty "listeners" keeps the one PLAINTEXT listener on --host/--port.
+    "listeners": (str, ""),
+    "advertised.listeners": (str, ""),
+    "listener.security.protocol.map": (
+        str, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    "sasl.enabled.mechanisms": (str, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"),
+    "ssl.keystore.type": (str, "PEM"),
+    "ssl.keystore.location": (str, ""),
+    "ssl.keystore.certificate.chain": (str, ""),
+    "ssl.keystore.key": (str, ""),
+    "ssl.key.password": (str, ""),
+    "ssl.truststore.type": (str, "PEM"),
+    "ssl.truststore.location": (str, ""),
+    "ssl.client.auth": (str, "none"),
+    "minikafka.sasl.users": (str, ""),
+    "minikafka.sasl.users.file": (str, ""),
+    "minikafka.sasl.scram.iterations": (int, 4096),
     "min.insync.replicas": (int, 1),
 }
 
@@ -140,6 +162,29 @@ class BrokerConfig:
         return {name: self.get(source) for name, (source, _kind) in TOPIC_CONFIG_SOURCES.items()}
 
 
+#: Smallest value Kafka accepts for numeric topic settings (-1 means "unlimited" where allowed).
+TOPIC_CONFIG_MINIMUM: dict[str, int] = {
+    "segment.bytes": 14,
+    "segment.ms": 1,
+    "segment.index.bytes": 8,
+    "index.interval.bytes": 0,
+    "retention.ms": -1,
+    "retention.bytes": -1,
+    "max.message.bytes": 0,
+    "message.timestamp.before.max.ms": 0,
+    "message.timestamp.after.max.ms": 0,
+    "flush.messages": 1,
+    "flush.ms": 0,
+    "min.insync.replicas": 1,
+}
+#: Allowed values of the string topic settings.
+TOPIC_CONFIG_CHOICES: dict[str, frozenset[str]] = {
+    "message.timestamp.type": frozenset({"CreateTime", "LogAppendTime"}),
+    "cleanup.policy": frozenset({"delete", "compact", "compact,delete", "delete,compact"}),
+    "compression.type": frozenset({"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}),
+}
+
+
 def parse_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
     """Convert topic-level overrides; raises ValueError for unknown names or bad values."""
     out: dict[str, Any] = {}
@@ -147,5 +192,12 @@ def parse_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
         if name not in TOPIC_CONFIG_SOURCES:
             raise ValueError(f"unknown topic config {name}")
         kind = TOPIC_CONFIG_SOURCES[name][1]
-        out[name] = _convert(kind, value, name)
+        converted = _convert(kind, value, name)
+        minimum = TOPIC_CONFIG_MINIMUM.get(name)
+        if minimum is not None and converted < minimum:
+            raise ValueError(f"{name}: {converted} is below the minimum {minimum}")
+        choices = TOPIC_CONFIG_CHOICES.get(name)
+        if choices is not None and converted not in choices:
+            raise ValueError(f"{name}: {converted!r} is not one of {sorted(choices)}")
+        out[name] = converted
     return out

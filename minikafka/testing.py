@@ -216,9 +216,9 @@ class MiniKafka:
     def delete_topic(self, name: str) -> None:
         self._call(lambda: self._control.delete_topic(name))
 
-    def topics(self) -> dict[str, int]:
-        """Topic name -> partition count."""
-        return self._call(self._control.topics)
+    def topics(self, internal: bool = False) -> dict[str, int]:
+        """Topic name -> partition count (Kafka's internal topics only with ``internal``)."""
+        return self._call(lambda: self._control.topics(internal))
 
     def partition_state(self, topic: str, partition: int = 0) -> dict[str, Any]:
         """Offsets, segments, producer-state entries and idempotence counters of one partition."""

@@ -342,7 +342,7 @@ def test_first_firing_rule_wins_and_later_rules_do_not_count_the_request(minikaf
     assert Counter(r.id for r in minikafka.faults.rules) == {first.id: 1, second.id: 1}
 
 
-def test_error_before_on_init_producer_id_fails_the_idempotent_producer_start(minikafka: MiniKafka) -> None:
+def test_error_before_on_init_producer_id_is_retried_until_the_producer_gets_its_id(minikafka: MiniKafka) -> None:
     topic = minikafka.new_topic()
     rule = minikafka.faults.error_before("COORDINATOR_LOAD_IN_PROGRESS", api="InitProducerId", trigger="next", n=2)
     assert send_one_by_one(confluent(minikafka.bootstrap, idempotent=True), topic, VALUES[:1]) == []

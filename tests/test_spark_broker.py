@@ -2,7 +2,7 @@
 
 confluent-kafka (librdkafka: raw snappy) and kafka-python (xerial-framed snappy, as the Java
 producer writes it) produce with every codec, idempotently, with keys, null values and headers, to
-a broker whose segments roll every 256 KiB; a LogAppendTime topic gets the broker's clock. A
+a broker whose segments roll every 64 KiB; a LogAppendTime topic gets the broker's clock. A
 kafka-python consumer reads everything back from the broker; the ``minikafka`` data source must
 return the same records, field for field, from the files, while the broker runs and after it
 stopped, and must handle a torn tail and a corrupt batch in a copy of that directory.
@@ -54,7 +54,7 @@ def confluent_produce(bootstrap: str, topic: str, codec: str, records: list[tupl
 
     errors: list[Any] = []
     producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "enable.idempotence": True,
-                         "linger.ms": 5, "batch.num.messages": 100})
+                         "linger.ms": 5, "batch.num.messages": 100, "batch.size": 32768})
     for i, (key, value, headers, ts) in enumerate(records):
         producer.produce(topic, value=value, key=key, headers=headers, timestamp=ts, partition=i % 2,
                          on_delivery=lambda err, msg: errors.append(err) if err else None)
@@ -104,7 +104,7 @@ def consume_all(bootstrap: str, topics: list[str], timeout: float = 60) -> list[
 @pytest.fixture(scope="module")
 def produced(tmp_path_factory) -> Any:
     data_dir = tmp_path_factory.mktemp("broker") / "data"
-    broker = BrokerThread(data_dir=str(data_dir), port=0, config={"log.segment.bytes": "262144"}).start()
+    broker = BrokerThread(data_dir=str(data_dir), port=0, config={"log.segment.bytes": "65536"}).start()
     topics = []
     with RawClient(broker.bootstrap) as raw:
         for codec in CODECS:
@@ -178,23 +178,25 @@ def test_reading_while_clients_produce_returns_whole_batches_in_order(spark, pro
 
     broker, data_dir, _ = produced
     with RawClient(broker.bootstrap) as raw:
-        create_topic(raw, "live", partitions=2)
+        create_topic(raw, "live", partitions=2, configs={"segment.bytes": "262144"})
     stop = threading.Event()
+    errors: list[Any] = []
 
     def produce() -> None:
         producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "zstd",
-                             "enable.idempotence": True, "linger.ms": 2})
+                             "enable.idempotence": True, "linger.ms": 2, "batch.size": 32768})
         i = 0
         while not stop.is_set() and i < 200_000:
             try:
-                producer.produce("live", value=b"%08d" % i + os.urandom(100), partition=i % 2)
+                producer.produce("live", value=b"%08d" % i + os.urandom(100), partition=i % 2,
+                                 on_delivery=lambda err, msg: errors.append(err) if err else None)
             except BufferError:
                 producer.poll(0.05)
                 continue
             i += 1
-            if i % 200 == 0:
+            if i % 100 == 0:  # about 5,000 records/s
                 producer.poll(0)
-                time.sleep(0.005)
+                time.sleep(0.02)
         producer.flush(30)
 
     thread = threading.Thread(target=produce)
@@ -213,6 +215,7 @@ def test_reading_while_clients_produce_returns_whole_batches_in_order(spark, pro
     finally:
         stop.set()
         thread.join()
+    assert not errors, errors[:3]
     assert sizes == sorted(sizes) and sizes[-1] > 0
 
 

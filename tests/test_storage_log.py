@@ -382,6 +382,14 @@ def test_timestamp_lookups_decode_records_inside_compressed_batches(plog: Partit
     assert plog.max_timestamp_offset() == (2, TS + 9)
 
 
+def test_a_compressed_stream_that_does_not_decompress_is_corrupt_message_when_decoded(tmp_path: Path) -> None:
+    batch = make_batch(count=2, codec=CODECS["zstd"], value=b"squeeze " * 20)
+    batch[70:80] = b"\x00" * 10
+    _fix_crc(batch)
+    bounded = open_log(tmp_path / "t-0", topic_config(**{"message.timestamp.before.max.ms": 10**12}))
+    assert _code(bounded, batch, now_ms=TS) == ErrorCode.CORRUPT_MESSAGE
+
+
 def test_max_timestamp_offset_is_the_first_record_with_the_largest_timestamp(plog: PartitionLog) -> None:
     assert plog.max_timestamp_offset() == (-1, -1)
     plog.append_from_client(make_batch(timestamps=[TS, TS + 9, TS + 3]))

@@ -108,8 +108,9 @@ class AdminServer:
                     request = await asyncio.wait_for(self._read_request(reader), IDLE_TIMEOUT)
                 except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                     return
-                except HttpError as exc:
-                    self._write(writer, *_json(exc.status, {"error": str(exc)}), keep_alive=False)
+                except (HttpError, ValueError) as exc:  # ValueError: a line beyond the reader's limit
+                    status = exc.status if isinstance(exc, HttpError) else 400
+                    self._write(writer, *_json(status, {"error": str(exc)}), keep_alive=False)
                     await writer.drain()
                     return
                 if request is None:

@@ -19,6 +19,8 @@ from minikafka.protocol.framing import FrameTooLarge, frame, read_frame
 from minikafka.protocol.headers import MalformedRequest, parse_request_header, response_header
 
 if TYPE_CHECKING:
+    from minikafka.broker.listeners import Listener
+    from minikafka.broker.sasl import SaslSession
     from minikafka.broker.server import Broker
 
 log = logging.getLogger("minikafka.connection")
@@ -29,8 +31,10 @@ WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 
 class Connection:
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 listener: Listener | None = None) -> None:
         self.broker = broker
+        self.listener = listener
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
@@ -43,14 +47,24 @@ class Connection:
                 pass
         self.closed = False
         self.in_request = False
+        #: monotonic time of the last complete request or response; the idle sweeper reads it
+        self.last_active = time.monotonic()
+        self.sasl: SaslSession | None = None
+        if listener is not None and listener.uses_sasl:
+            from minikafka.broker.sasl import SaslSession
+
+            self.sasl = SaslSession(listener, broker.sasl_users)
 
     async def run(self) -> None:
         broker = self.broker
         max_bytes = broker.config.get("socket.request.max.bytes")
+        # Kafka reads at most sasl.server.max.receive.size bytes per frame before authentication.
+        pre_auth_max = min(max_bytes, broker.config.get("sasl.server.max.receive.size"))
         try:
             while not self.closed:
+                limit = pre_auth_max if self.sasl is not None and not self.sasl.complete else max_bytes
                 try:
-                    payload = await read_frame(self.reader, max_bytes)
+                    payload = await read_frame(self.reader, limit)
                 except FrameTooLarge as exc:
                     log.warning("closing connection from %s: %s", self.peer, exc)
                     return
@@ -59,6 +73,7 @@ class Connection:
                     return
                 if payload is None:
                     return
+                self.last_active = time.monotonic()
                 self.in_request = True
                 try:
                     keep_open = await self.handle_frame(payload)
@@ -75,6 +90,10 @@ class Connection:
 
     async def handle_frame(self, payload: bytes) -> bool:
         """Handle one request; False when the connection must be closed."""
+        if self.sasl is not None and not self.sasl.complete:
+            verdict = await self.sasl.screen(self, payload)  # before authentication: Kafka's SASL sequence
+            if verdict is not None:
+                return verdict
         broker = self.broker
         table = broker.api_table
         try:
@@ -138,6 +157,13 @@ class Connection:
         data = frame([response_header(correlation_id, flexible), body])
         self.broker.metrics.bytes_out += len(data)
         self.writer.write(data)
+        self.last_active = time.monotonic()
+
+    def write_raw(self, data: bytes) -> None:
+        """Bytes without a response header (SASL tokens after SaslHandshake v0)."""
+        if not self.closed:
+            self.writer.write(data)
+            self.last_active = time.monotonic()
 
     def close(self) -> None:
         if self.closed:

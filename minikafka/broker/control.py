@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.faults import FaultInjector
+from minikafka.broker.topics import is_internal
 
 if TYPE_CHECKING:
     from minikafka.broker.server import Broker
@@ -140,11 +141,13 @@ class BrokerControl:
             raise RuntimeError("the broker is not running")
         logs.delete_topic(name)
 
-    def topics(self) -> dict[str, int]:
+    def topics(self, internal: bool = False) -> dict[str, int]:
+        """Topic name -> partition count (Kafka's internal topics only with ``internal``)."""
         logs = self.broker.logs
         if logs is None or not self.broker.started:
             return {}
-        return {name: info.partitions for name, info in sorted(logs.topics().items())}
+        return {name: info.partitions for name, info in sorted(logs.topics().items())
+                if internal or not is_internal(name)}
 
     def partition_state(self, topic: str, partition: int) -> dict[str, Any]:
         """Offsets and producer state of one partition (what a test wants to assert on)."""

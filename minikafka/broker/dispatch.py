@@ -55,6 +55,12 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafka.protocol.sasl import (  # SASL listeners
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from minikafka.broker.handlers import (
     api_versions,
@@ -81,6 +87,8 @@ from minikafka.broker.handlers.list_groups import handle as list_groups  # consu
 from minikafka.broker.handlers.offset_commit import handle as offset_commit  # consumer groups
 from minikafka.broker.handlers.offset_delete import handle as offset_delete  # consumer groups
 from minikafka.broker.handlers.offset_fetch import handle as offset_fetch  # consumer groups
+from minikafka.broker.handlers.sasl_authenticate import handle as sasl_authenticate  # SASL listeners
+from minikafka.broker.handlers.sasl_handshake import handle as sasl_handshake  # SASL listeners
 from minikafka.broker.handlers.sync_group import handle as sync_group  # consumer groups
 from minikafka.protocol.apis import ApiSpec
 
@@ -112,5 +120,8 @@ def build_api_table() -> dict[int, ApiSpec]:
         ApiSpec(ListGroupsRequest, ListGroupsResponse, 0, 5, list_groups),
         ApiSpec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2, delete_groups),
         ApiSpec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0, offset_delete),
+        # SASL listeners (minikafka.broker.sasl); on other listeners they answer ILLEGAL_SASL_STATE
+        ApiSpec(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1, sasl_handshake),
+        ApiSpec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2, sasl_authenticate),
     ]
     return {spec.key: spec for spec in specs}

@@ -22,12 +22,16 @@ from minikafka.broker.dispatch import build_api_table
 from minikafka.broker.fetch_waiters import FetchWaiters
 from minikafka.broker.flusher import Flusher
 from minikafka.broker.groups import GroupCoordinator  # consumer groups
+from minikafka.broker.limits import ConnectionQuotas, close_idle_connections, peer_ip
+from minikafka.broker.listeners import Listener, ListenerSet, current_listener
 from minikafka.broker.metrics import Metrics
 from minikafka.broker.producer_ids import ProducerIdAllocator
 from minikafka.config import BrokerConfig
 from minikafka.protocol.apis import ApiSpec
 
 log = logging.getLogger("minikafka.broker")
+#: How often logs are asked whether their flush policy (roll, flush.ms) wants an fsync.
+FLUSH_CHECK_SECONDS = 1.0
 
 
 def now_ms() -> int:
@@ -46,6 +50,9 @@ class Broker:
         self.flusher = Flusher()
         self.clock = now_ms
         self._server: asyncio.base_events.Server | None = None
+        self.listeners: ListenerSet | None = None  # [listeners] bound in start()
+        self.sasl_users: Any = None  # [listeners] minikafka.broker.sasl.UserStore when a listener uses SASL
+        self.quotas = ConnectionQuotas(self.config)  # [limits] max.connections, max.connections.per.ip
         self._connections: set[Connection] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background: list[asyncio.Task[Any]] = []
@@ -59,13 +66,27 @@ class Broker:
     def host(self) -> str:
         return self.config.host
 
+    def listener(self) -> Listener | None:
+        """The listener of the request being handled (each connection runs in its own task), else the
+        first listener; None before start."""
+        current = current_listener.get()
+        if current is not None:
+            return current
+        return self.listeners.primary if self.listeners is not None else None
+
     @property
     def advertised_host(self) -> str:
+        listener = self.listener()
+        if listener is not None:
+            return listener.endpoint_host
         host = self.config.advertised_host or self.config.host
         return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
 
     @property
     def advertised_port(self) -> int:
+        listener = self.listener()
+        if listener is not None:
+            return listener.endpoint_port
         return self.config.advertised_port or self.port
 
     @property
@@ -79,6 +100,12 @@ class Broker:
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         started = time.perf_counter()
+        # [listeners] settings are checked (TLS key store, SASL users) before anything is opened
+        self.listeners = ListenerSet(self.config)
+        if self.listeners.needs_sasl:
+            from minikafka.broker.sasl import UserStore
+
+            self.sasl_users = UserStore.from_config(self.config)
         self.logs = LogManager(self.config.data_dir, self.config, now_ms=lambda: self.clock())
         self.logs.load()
         for partition_log in self.logs.all_logs():
@@ -88,17 +115,17 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.groups.start()
         self.metrics.recovery_seconds = time.perf_counter() - started
-        self._server = await asyncio.start_server(
-            self._on_connect, self.config.host, self.config.port, reuse_address=True, limit=1 << 20
-        )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        await self.listeners.open(self._on_connect)
+        self._server = self.listeners.servers[0]
+        self.port = self.listeners.primary.port
         self._background = [
+            asyncio.create_task(close_idle_connections(self)),  # [limits] connections.max.idle.ms
             asyncio.create_task(self._every("log.retention.check.interval.ms", self._retention)),
             asyncio.create_task(
                 self._every("producer.id.expiration.check.interval.ms", self._expire_producers)
             ),
             asyncio.create_task(self._every("log.flush.offset.checkpoint.interval.ms", self._checkpoint)),
+            asyncio.create_task(self._flush_due_logs()),
         ]
         self.started = True
         log.info(
@@ -110,6 +137,8 @@ class Broker:
             self.config.data_dir,
             self.logs.cluster_id,
         )
+        if len(self.listeners.listeners) > 1 or self.listeners.primary.security_protocol != "PLAINTEXT":
+            log.info("listeners: %s", self.listeners.describe())
 
     def attach_log(self, partition_log: Any) -> None:
         partition_log.on_append = self.fetch_waiters.notify
@@ -124,8 +153,8 @@ class Broker:
         if not self.started:
             return
         self.started = False
-        if self._server is not None:
-            self._server.close()
+        if self.listeners is not None:
+            self.listeners.close()  # [listeners] every listener stops accepting
         for task in self._background:
             task.cancel()
         # --- consumer groups: parked JoinGroup/SyncGroup answer NOT_COORDINATOR, timers stop ---
@@ -146,9 +175,8 @@ class Broker:
             _done, pending = await asyncio.wait(list(self._tasks), timeout=5)
             for task in pending:
                 task.cancel()
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1)
+        if self.listeners is not None:
+            await self.listeners.wait_closed()
         if self.logs is not None:
             if clean:
                 await self.flusher.drain()
@@ -164,11 +192,21 @@ class Broker:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                          listener: Listener | None = None) -> None:
         if not self.started:
             writer.close()
             return
-        conn = Connection(self, reader, writer)
+        # [limits] max.connections / max.connections.per.ip: refuse with a log line, as Kafka does
+        ip = peer_ip(writer)
+        refused = self.quotas.admit(ip)
+        if refused is not None:
+            log.warning("Rejected connection from %s: %s", ip, refused)
+            writer.close()
+            return
+        if listener is not None:
+            current_listener.set(listener)  # [listeners] handlers advertise this listener's address
+        conn = Connection(self, reader, writer, listener)
         self._connections.add(conn)
         self.metrics.connections_active += 1
         self.metrics.connections_total += 1
@@ -183,6 +221,7 @@ class Broker:
             pass
         finally:
             self._connections.discard(conn)
+            self.quotas.release(ip)
             self.metrics.connections_active -= 1
             if task is not None:
                 self._tasks.discard(task)
@@ -233,3 +272,14 @@ class Broker:
     def _checkpoint(self) -> None:
         assert self.logs is not None
         self.logs.checkpoint()
+
+    async def _flush_due_logs(self) -> None:
+        """fsync, off the event loop, the logs whose policy asks for it (a rolled segment, flush.ms)."""
+        while True:
+            await asyncio.sleep(FLUSH_CHECK_SECONDS)
+            assert self.logs is not None
+            for partition_log in self.logs.logs_due_for_flush(self.clock()):
+                try:
+                    await self.flusher.flush(partition_log)
+                except Exception:
+                    log.exception("flush of %s-%d failed", partition_log.topic, partition_log.partition)

@@ -21,19 +21,27 @@ class RecordInfo:
 
 
 def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    """The uncompressed records section of a batch with compression ``codec`` (1-4)."""
+    """The uncompressed records section of a batch with compression ``codec`` (1-4).
+
+    A codec whose library is not installed is UNSUPPORTED_COMPRESSION_TYPE; a stream that does
+    not decompress is CORRUPT_MESSAGE."""
     from kafka import codec as kc  # imported lazily: only timestamp lookups and bounded topics need it
 
-    data = bytes(data)
-    if codec == 1:
-        return kc.gzip_decode(data)
-    if codec == 2:
-        return kc.snappy_decode(data)
-    if codec == 3:
-        return kc.lz4_decode(data)
-    if codec == 4:
-        return kc.zstd_decode(data)
-    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+    codecs = {
+        1: (kc.has_gzip, kc.gzip_decode, "gzip"),
+        2: (kc.has_snappy, kc.snappy_decode, "snappy"),
+        3: (kc.has_lz4, kc.lz4_decode, "lz4"),
+        4: (kc.has_zstd, kc.zstd_decode, "zstd"),
+    }
+    if codec not in codecs:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+    available, decode, name = codecs[codec]
+    if not available():
+        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"no {name} library installed")
+    try:
+        return decode(bytes(data))
+    except Exception as e:  # each library raises its own error types
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{name} data does not decompress: {e}") from e
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:

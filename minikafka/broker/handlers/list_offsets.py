@@ -7,7 +7,7 @@ from typing import Any
 from kafka.protocol.consumer import ListOffsetsResponse
 
 from minikafka.broker.context import RequestContext
-from minikafka.errors import ErrorCode
+from minikafka.errors import ErrorCode, KafkaError
 
 LATEST = -1
 EARLIEST = -2
@@ -34,14 +34,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 offset = partition_log.high_watermark
             elif part.timestamp in (EARLIEST, EARLIEST_LOCAL):
                 offset = partition_log.log_start_offset
-            elif part.timestamp == MAX_TIMESTAMP:
-                offset, timestamp = partition_log.max_timestamp_offset()
-            elif part.timestamp < 0:
+            elif part.timestamp < 0 and part.timestamp != MAX_TIMESTAMP:
                 error = ErrorCode.INVALID_REQUEST
             else:
-                found = partition_log.offset_for_timestamp(part.timestamp)
-                if found is not None:
-                    offset, timestamp = found
+                try:  # these two decode the records of one batch, which may be undecodable
+                    if part.timestamp == MAX_TIMESTAMP:
+                        offset, timestamp = partition_log.max_timestamp_offset()
+                    else:
+                        found = partition_log.offset_for_timestamp(part.timestamp)
+                        if found is not None:
+                            offset, timestamp = found
+                except KafkaError as exc:
+                    error = exc.code
             fields: dict[str, Any] = {
                 "partition_index": part.partition_index,
                 "error_code": error,

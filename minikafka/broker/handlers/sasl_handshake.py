@@ -1,0 +1,35 @@
+"""SaslHandshake (key 17): the client names its SASL mechanism (see :mod:`minikafka.broker.sasl`).
+
+On a listener without SASL, or once the connection is authenticated, Kafka answers
+ILLEGAL_SASL_STATE and keeps the connection. An unsupported mechanism is answered with
+UNSUPPORTED_SASL_MECHANISM and the enabled mechanisms, then the connection is closed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka.protocol.sasl import SaslHandshakeResponse
+
+from minikafka.broker.context import CloseConnection, RequestContext
+from minikafka.broker.sasl import SaslSession, encode_response
+from minikafka.errors import ErrorCode
+
+log = logging.getLogger("minikafka.sasl")
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    Response = SaslHandshakeResponse[ctx.api_version]
+    session: SaslSession | None = getattr(ctx.connection, "sasl", None)
+    if session is None or session.state != SaslSession.HANDSHAKE:
+        return Response(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    enabled = list(session.listener.sasl_mechanisms)
+    mechanism = request.mechanism
+    if mechanism not in enabled:
+        log.warning("closing connection from %s: SASL mechanism %r is not enabled on listener %s (enabled: %s)",
+                    ctx.connection.peer, mechanism, session.listener.name, ", ".join(enabled))
+        encode_response(ctx, Response(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
+        raise CloseConnection(f"unsupported SASL mechanism {mechanism!r}")
+    session.begin(mechanism, ctx.api_version)
+    return Response(error_code=ErrorCode.NONE, mechanisms=enabled)

@@ -1,0 +1,210 @@
+"""The Docker image: built from the repository's Dockerfile, run as a container, used by real clients.
+
+The machines this runs on have no Docker Hub, so ``tests/container/build_image.sh`` installs
+Debian's engine if it is missing, starts it if none runs (no bridge: containers use the host
+network and listen on 127.0.0.1), builds an offline Debian base image and passes it to the
+Dockerfile as ``BASE_IMAGE``. If the engine cannot be had, these tests fail with the reason;
+they are never skipped.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.client_helpers import CLIENTS, check_consumed, make_records
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD_SCRIPT = ROOT / "tests" / "container" / "build_image.sh"
+LOCK_FILE = Path("/tmp/minikafka-docker-tests.lock")
+DOCKER = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else "docker"
+
+
+def docker(*args: str, timeout: float = 120, check: bool = True) -> str:
+    result = subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"docker {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _stop_engine(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def image() -> Iterator[str]:
+    """The image tag; the engine runs while the module's tests do (stopped after if we started it)."""
+    if os.geteuid() != 0:
+        pytest.fail("the Docker tests need root (apt-get, debootstrap, dockerd); run the suite as root")
+    LOCK_FILE.touch(exist_ok=True)
+    with open(LOCK_FILE) as lock:  # another test session on this machine may be using the engine
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{LOCK_FILE} stayed locked for 10 minutes by another test session")
+                time.sleep(1)
+        result = subprocess.run(["bash", str(BUILD_SCRIPT), "--keep-engine"], capture_output=True, text=True,
+                                timeout=900)
+        values = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+        engine_pid = int(values["ENGINE_PID"]) if "ENGINE_PID" in values else None
+        try:
+            if result.returncode != 0 or "IMAGE" not in values:
+                pytest.fail("could not get a container engine and build the image "
+                            f"(build_image.sh exit {result.returncode}):\n{result.stderr[-4000:]}")
+            yield values["IMAGE"]
+        finally:
+            if engine_pid is not None:
+                _stop_engine(engine_pid)
+
+
+@pytest.fixture
+def run_container(image: str) -> Iterator[Callable[..., dict[str, Any]]]:
+    """Run the image on the host network at 127.0.0.1 with free ports; removed at the end."""
+    names: list[str] = []
+
+    def run(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        port, admin_port = free_port(), free_port()
+        name = f"minikafka-test-{os.getpid()}-{len(names)}-{port}"
+        env_args = [f"--env={k}={v}" for k, v in {"MINIKAFKA_HOST": "127.0.0.1", "MINIKAFKA_PORT": str(port),
+                                                   "MINIKAFKA_ADMIN_PORT": str(admin_port), **(env or {})}.items()]
+        docker("run", "--detach", f"--name={name}", "--network=host", "--health-interval=1s", *env_args,
+               image, *args)
+        names.append(name)
+        return {"name": name, "bootstrap": f"127.0.0.1:{port}", "admin": f"http://127.0.0.1:{admin_port}"}
+
+    yield run
+    for name in names:
+        docker("rm", "--force", name, check=False)
+
+
+def wait_healthy(name: str, timeout: float = 30) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        status = docker("inspect", "--format", "{{.State.Health.Status}}", name)
+        if status == "healthy":
+            return time.monotonic() - started
+        if docker("inspect", "--format", "{{.State.Running}}", name) != "true":
+            raise AssertionError(f"container exited: {docker('logs', name, check=False)}")
+        time.sleep(0.2)
+    raise AssertionError(f"container not healthy within {timeout} s: {docker('logs', name, check=False)}")
+
+
+def admin(container: dict[str, Any], method: str, path: str, body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(container["admin"] + path, data=data, method=method)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        text = response.read().decode()
+    return json.loads(text) if text.startswith(("{", "[")) else text
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    result = subprocess.run([hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_image_serves_real_clients_keeps_data_in_its_volume_and_stops_fast(
+    image: str, run_container: Callable[..., dict[str, Any]]
+) -> None:
+    config = json.loads(docker("image", "inspect", image))[0]["Config"]
+    assert config["User"] == "10001:10001"
+    assert "/var/lib/minikafka" in config["Volumes"]
+    assert config["Entrypoint"] == ["minikafka", "serve"]
+
+    container = run_container("--config", "num.partitions=3")
+    wait_healthy(container["name"])
+    records = make_records(500)
+    bootstrap = container["bootstrap"]
+    CLIENTS["confluent-kafka"][0](bootstrap, "orders", records, **{"enable.idempotence": True})
+    check_consumed(records, CLIENTS["kafka-python"][1](bootstrap, "orders", 3, len(records), timeout=30))
+    metrics = admin(container, "GET", "/metrics")
+    assert f"minikafka_records_appended_total {len(records)}" in metrics
+
+    started = time.monotonic()
+    docker("stop", "--time=10", container["name"])
+    stop_seconds = time.monotonic() - started
+    assert stop_seconds < 1.0, f"docker stop took {stop_seconds:.2f} s"
+    assert docker("inspect", "--format", "{{.State.ExitCode}}", container["name"]) == "0"
+    assert "stopped (clean)" in subprocess.run([DOCKER, "logs", container["name"]], capture_output=True,
+                                               text=True, timeout=30).stderr
+
+    docker("start", container["name"])  # same container, same volume
+    wait_healthy(container["name"])
+    check_consumed(records, CLIENTS["aiokafka"][1](bootstrap, "orders", 3, len(records), timeout=30))
+
+
+def test_container_faults_are_driven_over_http(image: str, run_container: Callable[..., dict[str, Any]]) -> None:
+    container = run_container()
+    wait_healthy(container["name"])
+    admin(container, "POST", "/topics", {"name": "payments"})
+    rule = admin(container, "POST", "/faults", {"action": "drop_response", "api": "Produce", "topic": "payments",
+                                                "trigger": "nth", "n": 2})["rules"][0]
+    records = make_records(300)
+    CLIENTS["confluent-kafka"][0](container["bootstrap"], "payments", records,
+                                  **{"enable.idempotence": True, "batch.num.messages": 50, "retry.backoff.ms": 20})
+    assert admin(container, "GET", f"/faults/{rule['id']}")["fired"] == 1
+    state = admin(container, "GET", "/topics/payments/0")
+    assert state["log_end_offset"] == len(records) and state["counters"]["duplicates"] >= 1
+    check_consumed(records, CLIENTS["confluent-kafka"][1](container["bootstrap"], "payments", 1, len(records)))
+
+
+def test_testcontainers_starts_minikafka_from_a_users_test(image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the docs' example (docs/integration-testing.md), with this build's image
+    monkeypatch.setenv("TESTCONTAINERS_RYUK_DISABLED", "true")  # the reaper image lives on Docker Hub
+    from confluent_kafka import Consumer, Producer
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.wait_strategies import LogMessageWaitStrategy
+
+    port = free_port()
+    container = (
+        DockerContainer(image)
+        .with_env("MINIKAFKA_HOST", "127.0.0.1")
+        .with_env("MINIKAFKA_PORT", str(port))
+        .with_kwargs(network_mode="host")
+        .waiting_for(LogMessageWaitStrategy("minikafka listening on").with_startup_timeout(30))
+    )
+    with container:
+        bootstrap = f"127.0.0.1:{port}"
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        producer.produce("greetings", key=b"k", value=b"hello from testcontainers")
+        assert producer.flush(10) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tc", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["greetings"])
+        try:
+            msg = None
+            deadline = time.monotonic() + 30
+            while msg is None and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+            assert msg is not None and msg.error() is None
+            assert msg.value() == b"hello from testcontainers"
+        finally:
+            consumer.close()

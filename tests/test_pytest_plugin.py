@@ -1,0 +1,103 @@
+"""The pytest plugin, as a user's test suite sees it: fixtures found through the ``pytest11``
+entry point (nothing imported by hand), sync and asyncio tests, markers, factory and session
+scope. Each case runs a separate pytest process on a generated test file (pytester)."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+
+def test_plugin_is_registered_as_a_pytest11_entry_point() -> None:
+    plugins = {ep.name: ep.value for ep in entry_points(group="pytest11")}
+    assert plugins.get("minikafka") == "minikafka.pytest_plugin"
+
+
+def test_fixtures_serve_sync_and_async_clients_and_apply_markers(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(
+        test_user="""
+        import asyncio
+        import pytest
+        from confluent_kafka import Producer
+
+
+        def test_sync_client(minikafka):
+            topic = minikafka.new_topic(partitions=2)
+            producer = Producer({"bootstrap.servers": minikafka.bootstrap})
+            producer.produce(topic, value=b"hello", partition=1)
+            assert producer.flush(10) == 0
+            assert [r.value for r in minikafka.records(topic, 1)] == [b"hello"]
+            assert minikafka.data_dir.exists()
+
+
+        async def test_async_client(minikafka):
+            from aiokafka import AIOKafkaProducer
+
+            producer = AIOKafkaProducer(bootstrap_servers=minikafka.bootstrap, enable_idempotence=True)
+            await producer.start()
+            try:
+                await asyncio.wait_for(producer.send_and_wait("async-topic", b"x"), 10)
+            finally:
+                await producer.stop()
+            assert [r.value for r in minikafka.records("async-topic")] == [b"x"]
+
+
+        @pytest.mark.minikafka(config={"num.partitions": 3},
+                               faults=[{"action": "error_before", "api": "Produce", "trigger": "next", "n": 2}])
+        def test_marker_settings_and_faults(minikafka):
+            producer = Producer({"bootstrap.servers": minikafka.bootstrap, "retry.backoff.ms": 10})
+            producer.produce("auto", value=b"v", partition=2)
+            assert producer.flush(10) == 0
+            assert minikafka.topics() == {"auto": 3}
+            assert [r.fired for r in minikafka.faults.rules] == [2]
+
+
+        def test_each_test_gets_its_own_broker(minikafka):
+            assert minikafka.topics() == {}
+
+
+        def test_factory_starts_several(minikafka_factory):
+            one = minikafka_factory()
+            two = minikafka_factory(admin_port=0)
+            assert one.bootstrap != two.bootstrap
+            assert one.admin_url is None and two.admin_url.startswith("http://127.0.0.1:")
+
+
+        def test_session_broker_first(minikafka_session):
+            minikafka_session.create_topic("shared")
+            minikafka_session.faults.close_connection(api="Produce", trigger="always")
+            pytest.shared_bootstrap = minikafka_session.bootstrap
+
+
+        def test_session_broker_second(minikafka_session):
+            assert minikafka_session.bootstrap == pytest.shared_bootstrap
+            assert "shared" in minikafka_session.topics()
+            assert minikafka_session.faults.rules == []  # the previous test's rules are gone
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error",
+                                           "-W", "ignore:read_text is deprecated:DeprecationWarning",
+                                           "-W", "ignore:open_text is deprecated:DeprecationWarning")
+    result.assert_outcomes(passed=7)
+
+
+def test_a_crashed_session_broker_is_back_for_the_next_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_crash="""
+        def test_crash_it(minikafka_session):
+            minikafka_session.create_topic("survives")
+            minikafka_session.crash()
+            assert not minikafka_session.running
+
+
+        def test_it_is_back(minikafka_session):
+            assert minikafka_session.running
+            assert "survives" in minikafka_session.topics()
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
