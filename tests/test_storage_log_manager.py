@@ -271,3 +271,11 @@ def test_uuid_text_form_is_22_chars_of_url_safe_base64(tmp_path: Path) -> None:
     value = uuid.UUID("1591d96b-5799-4e61-bff0-749d0329e734")
     assert ckpt.uuid_to_base64(value) == "FZHZa1eZTmG_8HSdAynnNA"
     assert ckpt.base64_to_uuid("FZHZa1eZTmG_8HSdAynnNA") == value
+
+
+def test_new_partition_has_kafka_leader_epoch_checkpoint(tmp_path: Path) -> None:
+    manager = LogManager(tmp_path, BrokerConfig(data_dir=str(tmp_path)))
+    manager.load()
+    manager.create_topic("epochs", 1, {})
+    assert (tmp_path / "epochs-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    manager.shutdown()

@@ -143,6 +143,11 @@ def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
     atomic_write(directory / PARTITION_METADATA, f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}".encode())
 
 
+def write_leader_epoch_checkpoint(directory: Path, leader_epoch: int = 0, start_offset: int = 0) -> None:
+    """``leader-epoch-checkpoint``: a single node leads every partition in one epoch from its start."""
+    atomic_write(directory / "leader-epoch-checkpoint", f"0\n1\n{leader_epoch} {start_offset}\n".encode())
+
+
 def read_partition_metadata(directory: Path) -> uuid.UUID | None:
     """The topic id in ``partition.metadata``, or None if it is missing or unreadable."""
     path = directory / PARTITION_METADATA

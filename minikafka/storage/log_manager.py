@@ -261,6 +261,7 @@ class LogManager:
             shutil.rmtree(directory)
         directory.mkdir(parents=True)
         ckpt.write_partition_metadata(directory, info.topic_id)
+        ckpt.write_leader_epoch_checkpoint(directory)
         plog = PartitionLog.open(
             info.name, partition, directory, self._config_for(info), clean=True, now_ms=self.now_ms,
             producer_expiration_ms=int(self.broker_config.get("producer.id.expiration.ms")),
