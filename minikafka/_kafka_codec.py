@@ -10,6 +10,9 @@ package's ``__path__`` and spec, so ``import kafka.protocol.metadata`` loads jus
 The package's ``__init__`` runs, in the same module object, the first time something asks the
 package itself for a name that is not a submodule — ``from kafka import KafkaProducer`` keeps
 working in the same process, it only pays the import cost at that moment.
+
+The same helps with ``crc32c``, whose ``__init__`` looks up its own version in the installed
+package metadata (``importlib.metadata``, about 20 ms) before re-exporting one C function.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from importlib.machinery import ModuleSpec
 _lock = threading.RLock()
 #: package name -> spec whose ``__init__`` has not run yet
 _pending: dict[str, ModuleSpec] = {}
+#: package name -> {attribute: submodule that defines it}, served without the ``__init__``
+_shortcuts: dict[str, dict[str, str]] = {}
 
 
 class _DeferredPackage(types.ModuleType):
@@ -31,6 +36,11 @@ class _DeferredPackage(types.ModuleType):
 
     def __getattr__(self, name: str) -> object:
         package = self.__name__
+        source = _shortcuts.get(package, {}).get(name)
+        if source is not None and package in _pending:
+            value = getattr(importlib.import_module(source), name)
+            setattr(self, name, value)
+            return value
         if not (name.startswith("__") and name.endswith("__")):
             # ``from kafka import codec``: a submodule needs no ``__init__``.
             try:
@@ -63,8 +73,13 @@ def _run_init(module: types.ModuleType) -> None:
         module.__class__ = types.ModuleType
 
 
-def defer_package_init(name: str = "kafka") -> bool:
-    """Install the stand-in for package ``name``; False if it is imported already or absent."""
+def defer_package_init(name: str = "kafka", shortcuts: dict[str, str] | None = None) -> bool:
+    """Install the stand-in for package ``name``; False if it is imported already or absent.
+
+    ``shortcuts`` maps attributes of the package to the submodule that defines them, for a
+    package whose ``__init__`` only re-exports them: ``{"crc32c": "crc32c._crc32c"}`` lets
+    ``from crc32c import crc32c`` skip an ``__init__`` that reads package metadata.
+    """
     with _lock:
         if name in sys.modules:
             return False
@@ -74,8 +89,15 @@ def defer_package_init(name: str = "kafka") -> bool:
         module = importlib.util.module_from_spec(spec)
         module.__class__ = _DeferredPackage
         _pending[name] = spec
+        _shortcuts[name] = dict(shortcuts or {})
         sys.modules[name] = module
         return True
+
+
+def defer_codec_packages() -> None:
+    """What ``minikafka serve`` defers: kafka-python's client, and crc32c's metadata lookup."""
+    defer_package_init("kafka")
+    defer_package_init("crc32c", {"crc32c": "crc32c._crc32c"})
 
 
 def init_deferred() -> None:

@@ -57,9 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from minikafka import _kafka_codec
+    if _env("EAGER_IMPORTS", "").lower() not in ("1", "true"):  # the escape hatch, and a baseline for the bench
+        from minikafka import _kafka_codec
 
-    _kafka_codec.defer_package_init("kafka")  # start-up time: load only kafka.protocol (see the module)
+        _kafka_codec.defer_codec_packages()  # start-up time: load only what the broker uses (see the module)
 
     from minikafka.broker.embedded import new_event_loop
     from minikafka.broker.server import Broker

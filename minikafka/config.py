@@ -54,6 +54,7 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "max.connections.per.ip.overrides": (str, ""),
     "queued.max.request.bytes": (int, -1),
     "sasl.server.max.receive.size": (int, 524288),
+    "connection.failed.authentication.delay.ms": (int, 100),
     "minikafka.producer.state.max.entries": (int, 200000),
     # Listeners in Kafka's form; an empty "listeners" keeps the one PLAINTEXT listener on --host/--port.
     "listeners": (str, ""),

@@ -19,6 +19,11 @@ Fixtures:
 ``minikafka_factory``
     a function that starts brokers with given options; all stop at the end of the test.
 
+Data dirs are fresh temporary directories on a RAM filesystem (``/dev/shm``) when one with
+room is there — a first start's fsyncs are most of a broker's start-up time on a disk — and are
+removed when the broker stops. ``minikafka_data_in_memory = false`` in the pytest ini file puts
+them under pytest's ``tmp_path`` instead (kept for inspection, as pytest keeps those).
+
 Settings for ``minikafka`` come from ``@pytest.mark.minikafka(config={...}, faults=[...],
 admin_port=0)``. The broker runs on a thread of its own, so sync and asyncio tests alike can
 use any client library against ``minikafka.bootstrap``.
@@ -37,6 +42,16 @@ if TYPE_CHECKING:
 _MARKER = "minikafka"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "minikafka_data_in_memory",
+        "put the minikafka fixtures' data dirs on a RAM filesystem (/dev/shm) when one with room is there "
+        "(default true); false keeps them under pytest's tmp_path",
+        type="bool",
+        default=True,
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -45,19 +60,26 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def _start(tmp_dir: Any, **options: Any) -> MiniKafka:
+def _start(pytest_config: pytest.Config, tmp_path_factory: pytest.TempPathFactory, name: str,
+           **options: Any) -> MiniKafka:
     from minikafka.testing import MiniKafka  # imported when a fixture is used, not at pytest start-up
 
-    return MiniKafka(data_dir=tmp_dir, **options).start()
+    if "data_dir" not in options:
+        if pytest_config.getini("minikafka_data_in_memory"):
+            options["in_memory"] = True  # a fresh dir in RAM, removed when the broker stops
+        else:
+            options["data_dir"] = tmp_path_factory.mktemp(name)
+    return MiniKafka(**options).start()
 
 
 @pytest.fixture
-def minikafka_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., MiniKafka]]:
-    """Start brokers: ``minikafka_factory(config={...}, faults=[...], admin_port=0, port=0)``."""
+def minikafka_factory(pytestconfig: pytest.Config,
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., MiniKafka]]:
+    """Start brokers: ``minikafka_factory(config={...}, faults=[...], admin_port=0, port=0, data_dir=...)``."""
     started: list[MiniKafka] = []
 
     def start(**options: Any) -> MiniKafka:
-        broker = _start(tmp_path_factory.mktemp("minikafka"), **options)
+        broker = _start(pytestconfig, tmp_path_factory, "minikafka", **options)
         started.append(broker)
         return broker
 
@@ -76,8 +98,9 @@ def minikafka(request: pytest.FixtureRequest, minikafka_factory: Callable[..., M
 
 
 @pytest.fixture(scope="session")
-def _minikafka_session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniKafka]:
-    broker = _start(tmp_path_factory.mktemp("minikafka-session"))
+def _minikafka_session_broker(pytestconfig: pytest.Config,
+                              tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniKafka]:
+    broker = _start(pytestconfig, tmp_path_factory, "minikafka-session")
     yield broker
     broker.stop()
 

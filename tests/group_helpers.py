@@ -113,12 +113,12 @@ class KafkaPythonMember(Member):
     def __init__(self, bootstrap: str, group: str, topic: str, name: str, instance_id: str | None = None,
                  assignor: str = "range", **config: Any) -> None:
         from kafka import KafkaConsumer, TopicPartition
-        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyPartitionAssignor
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
         from kafka.coordinator.assignors.range import RangePartitionAssignor
         from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
         assignors = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
-                     "cooperative-sticky": CooperativeStickyPartitionAssignor}
+                     "cooperative-sticky": CooperativeStickyAssignor}
         self.name = name
         self.topic = topic
         self._tp = TopicPartition

@@ -225,3 +225,14 @@ def test_serve_refuses_a_bad_faults_file(tmp_path: Path) -> None:
                              "--data-dir", str(tmp_path / "d")], capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "trigger must be one of" in result.stderr
+
+
+def test_sigterm_does_not_wait_for_a_held_response(served: Served) -> None:
+    http(served, "POST", "/faults", {"action": "drop_response", "mode": "hold", "hold_ms": 60000, "api": "Produce"})
+    producer = Producer({"bootstrap.servers": served.bootstrap, "log_level": 0, "message.timeout.ms": 60000})
+    producer.produce("held", value=b"x")
+    producer.poll(0)
+    deadline = time.monotonic() + 10
+    while http(served, "GET", "/faults")[1]["rules"][-1]["fired"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stop_serve(served) < 1.0

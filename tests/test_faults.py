@@ -366,3 +366,38 @@ def test_invalid_rules_are_refused_with_a_reason(minikafka: MiniKafka) -> None:
         with pytest.raises(FaultRuleError, match=reason):
             minikafka.faults.add_all([spec])
     assert minikafka.faults.rules == []
+
+
+def test_error_before_on_create_topics_refuses_only_the_matched_topic(minikafka: MiniKafka) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    rule = minikafka.faults.error_before("TOPIC_AUTHORIZATION_FAILED", api="CreateTopics", topic="secret-*")
+    admin = AdminClient({"bootstrap.servers": minikafka.bootstrap, "log_level": 3})
+    futures = admin.create_topics([NewTopic("secret-a", 1), NewTopic("public-a", 2)], operation_timeout=5)
+    futures["public-a"].result(10)
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+        futures["secret-a"].result(10)
+    assert rule.fired == 1
+    assert minikafka.topics() == {"public-a": 2}  # the refused topic was never created
+
+
+def test_error_after_on_metadata_reports_the_topic_error_to_the_client(minikafka: MiniKafka) -> None:
+    topic = minikafka.new_topic()
+    rule = minikafka.faults.error_after("LEADER_NOT_AVAILABLE", api="Metadata", topic=topic, trigger="always")
+    metadata = Producer({"bootstrap.servers": minikafka.bootstrap, "log_level": 0}).list_topics(topic, timeout=5)
+    assert rule.fired >= 1
+    assert metadata.topics[topic].error is not None
+    assert metadata.topics[topic].error.name() == "LEADER_NOT_AVAILABLE"
+
+
+def test_a_list_of_rules_is_added_whole_or_not_at_all(minikafka: MiniKafka) -> None:
+    from minikafka.broker.faults import FaultRuleError
+
+    minikafka.faults.close_connection(id="taken")
+    with pytest.raises(FaultRuleError, match="exists already"):
+        minikafka.faults.add_all([{"action": "close", "id": "new"}, {"action": "close", "id": "taken"}])
+    with pytest.raises(FaultRuleError, match="exists already"):
+        minikafka.faults.add_all([{"action": "close", "id": "twice"}, {"action": "close", "id": "twice"}])
+    added = minikafka.faults.add_all([{"action": "close", "id": "r1"}, {"action": "close"}])
+    assert [r.id for r in minikafka.faults.rules] == ["taken", "r1", added[1].id]
+    assert added[1].id not in ("taken", "r1")

@@ -119,7 +119,8 @@ def test_truncated_compressed_stream_is_a_codec_error():
 # -- record decoding --------------------------------------------------------------------------------
 
 
-def test_decoder_matches_kafka_python_on_random_batches():
+@pytest.mark.parametrize("walk", ["python", "lockstep"])
+def test_decoder_matches_kafka_python_on_random_batches(walk):
     from kafka.record.default_records import DefaultRecordBatch
 
     rng = random.Random(11)
@@ -132,7 +133,7 @@ def test_decoder_matches_kafka_python_on_random_batches():
         base_ts.append(BatchHeader.parse(batch).base_timestamp)
         for rec in DefaultRecordBatch(batch):
             expected.append((rec.offset, rec.timestamp, rec.key, rec.value, [(k, v) for k, v in rec.headers]))
-    cols = decode_records(sections, counts)
+    cols = decode_records(sections, counts, walk=walk)
     data = cols.data.tobytes()
 
     def cut(pos, length):
@@ -158,8 +159,9 @@ def test_timestamp_deltas_are_decoded_including_negative_ones():
     assert [header.base_timestamp + int(d) for d in cols.timestamp_delta] == [r[2] for r in recs]
 
 
-@pytest.mark.parametrize("damage", ["short", "long", "count"])
-def test_malformed_records_name_the_bad_batch(damage):
+@pytest.mark.parametrize("walk", ["python", "lockstep"])
+@pytest.mark.parametrize("damage", ["short", "long", "count", "negative"])
+def test_malformed_records_name_the_bad_batch(damage, walk):
     good = bytes(build_batch([(b"k", b"value", T0, [])] * 3))[61:]
     bad = bytes(build_batch([(b"k", b"value", T0, [("h", b"x")])] * 3))[61:]
     counts = [3, 3, 3]
@@ -167,11 +169,34 @@ def test_malformed_records_name_the_bad_batch(damage):
         bad = bad[:-3]
     elif damage == "long":
         bad = bad + b"\x00\x00"
-    else:
+    elif damage == "count":
         counts = [3, 4, 3]
+    else:
+        bad = b"\x03" + bad[1:]  # zig-zag -2: a negative record length
     with pytest.raises(RecordFormatError) as info:
-        decode_records([good, bad, good], counts)
+        decode_records([good, bad, good], counts, walk=walk)
     assert info.value.batch == 1
+
+
+@pytest.mark.parametrize("walk", ["python", "lockstep"])
+def test_random_damage_to_records_never_escapes_as_anything_but_a_format_error(walk):
+    rng = random.Random(walk)
+    batches = [bytes(build_batch(random_records(rng, rng.randint(1, 12), T0))) for _ in range(4)]
+    sections = [b[61:] for b in batches]
+    counts = [BatchHeader.parse(b).records_count for b in batches]
+    for _ in range(400):
+        damaged = [bytearray(sec) for sec in sections]
+        target = damaged[rng.randrange(len(damaged))]
+        for _ in range(rng.randint(1, 3)):
+            target[rng.randrange(len(target))] = rng.randrange(256)
+        try:
+            cols = decode_records([bytes(d) for d in damaged], counts, walk=walk)
+        except RecordFormatError:
+            continue
+        limit = len(cols.data)
+        for pos, length in ((cols.key_pos, cols.key_len), (cols.value_pos, cols.value_len),
+                            (cols.header_key_pos, cols.header_key_len)):
+            assert ((pos + length.clip(0)) <= limit).all()
 
 
 def test_record_whose_fields_overrun_its_length_is_rejected():
@@ -452,3 +477,16 @@ def test_pattern_and_assign_select_partitions(tmp_path):
     assert sorted((r["topic"], r["partition"]) for r in got) == [("orders.us", 0), ("payments", 1)]
     with pytest.raises(ExportOptionError, match="not found"):
         plan(parse_options({"path": str(tmp_path), "assign": '{"payments":[7]}'}))
+
+
+def test_header_keys_that_are_not_utf8_read_with_replacement_characters(tmp_path):
+    batch = build_batch([(b"k", b"v", T0, [("h\u00e9", b"1"), ("ok", b"2")]), (b"k2", b"v2", T0, [("fine", b"3")])])
+    at = bytes(batch).index("h\u00e9".encode())
+    batch[at + 1] = 0xFF  # a lone continuation byte follows: not UTF-8
+    struct.pack_into(">I", batch, 17, compute_crc(batch, 0, len(batch)))
+    w = LogDirWriter(tmp_path)
+    w.append("t", 0, batch)
+    w.close()
+    got = read_all(str(tmp_path))
+    assert got[0]["headers"] == [("h\ufffd\ufffd", b"1"), ("ok", b"2")]
+    assert got[1]["headers"] == [("fine", b"3")]

@@ -17,7 +17,7 @@ from cryptography.x509.oid import NameOID
 
 
 @dataclass(frozen=True)
-class TestPki:
+class Pki:
     ca_file: Path  # PEM certificate clients trust
     keystore: Path  # PEM private key + certificate chain, for ssl.keystore.location
     cert_file: Path  # the server certificate alone
@@ -28,7 +28,7 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def make_pki(directory: Path, password: bytes | None = None) -> TestPki:
+def make_pki(directory: Path, password: bytes | None = None) -> Pki:
     """A CA and a server certificate valid for 127.0.0.1, ::1 and localhost (one day)."""
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
@@ -71,7 +71,7 @@ def make_pki(directory: Path, password: bytes | None = None) -> TestPki:
     key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
     cert_pem = cert.public_bytes(serialization.Encoding.PEM)
     ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
-    pki = TestPki(directory / "ca.pem", directory / "server-keystore.pem", directory / "server.pem",
+    pki = Pki(directory / "ca.pem", directory / "server-keystore.pem", directory / "server.pem",
                   directory / "server.key")
     pki.ca_file.write_bytes(ca_pem)
     pki.keystore.write_bytes(key_pem + cert_pem + ca_pem)

@@ -331,27 +331,33 @@ class FaultInjector:
         return list(self._rules)
 
     def add(self, spec: FaultRule | Mapping[str, Any]) -> FaultRule:
-        rule = spec if isinstance(spec, FaultRule) else FaultRule.from_dict(spec)
-        if rule.action not in ACTIONS:
-            raise FaultRuleError(f"unknown action {rule.action!r}")
-        keys = self._resolve_apis(rule.api)
-        if rule.action == "crash" and self.crash_hook is None:
-            raise FaultRuleError("this broker has no lifecycle control: crash rules cannot be used")
-        if not rule.id:
-            rule.id = f"r{next(self._ids)}"
-        if any(r.id == rule.id for r in self._rules):
-            raise FaultRuleError(f"a rule with id {rule.id!r} exists already")
-        self._rules.append(rule)
-        self._api_keys[rule.id] = keys
-        log.info("fault rule %s added: %s", rule.id, rule.to_dict())
-        return rule
+        return self.add_all([spec])[0]
 
     def add_all(self, specs: Iterable[FaultRule | Mapping[str, Any]]) -> list[FaultRule]:
-        """Add several rules; none is added if one of them is invalid."""
+        """Add several rules, in order; none is added if one of them is invalid."""
         staged = [s if isinstance(s, FaultRule) else FaultRule.from_dict(s) for s in specs]
+        taken = {r.id for r in self._rules}
+        keys = []
         for rule in staged:
-            self._resolve_apis(rule.api)
-        return [self.add(rule) for rule in staged]
+            if rule.action not in ACTIONS:
+                raise FaultRuleError(f"unknown action {rule.action!r}")
+            if rule.action == "crash" and self.crash_hook is None:
+                raise FaultRuleError("this broker has no lifecycle control: crash rules cannot be used")
+            keys.append(self._resolve_apis(rule.api))
+            if rule.id:
+                if rule.id in taken:
+                    raise FaultRuleError(f"a rule with id {rule.id!r} exists already")
+                taken.add(rule.id)
+        for rule, api_keys in zip(staged, keys, strict=True):
+            while not rule.id:
+                candidate = f"r{next(self._ids)}"
+                if candidate not in taken:
+                    rule.id = candidate
+                    taken.add(candidate)
+            self._rules.append(rule)
+            self._api_keys[rule.id] = api_keys
+            log.info("fault rule %s added: %s", rule.id, rule.to_dict())
+        return staged
 
     def get(self, rule_id: str) -> FaultRule | None:
         return next((r for r in self._rules if r.id == rule_id), None)
@@ -413,7 +419,7 @@ class FaultInjector:
                 messages.rewrite_errors(response, self._selector(rule), rule.error, self._message(rule))
             return response
         if action == "delay":
-            await asyncio.sleep(rule.delay_ms / 1000)
+            await self._pause(ctx, rule.delay_ms)
             return response
         if action == "drop_response":
             if rule.mode == "hold":
@@ -463,9 +469,16 @@ class FaultInjector:
 
     async def _hold(self, ctx: RequestContext, rule: FaultRule) -> None:
         """Hold the answer until the client closes the connection, or ``hold_ms`` passes."""
-        deadline = time.monotonic() + min(rule.hold_ms, MAX_HOLD_MS) / 1000
+        await self._pause(ctx, min(rule.hold_ms, MAX_HOLD_MS), until_client_leaves=True)
+
+    async def _pause(self, ctx: RequestContext, millis: int, until_client_leaves: bool = False) -> None:
+        """Sleep ``millis``, cut short when the broker is stopping (a clean stop waits for
+        requests in progress) or, with ``until_client_leaves``, when the client has gone."""
+        deadline = time.monotonic() + millis / 1000
         conn = ctx.connection
-        while time.monotonic() < deadline and not conn.closed:
-            if conn.reader.at_eof() or conn.writer.transport.is_closing():
+        while (remaining := deadline - time.monotonic()) > 0:
+            if not self.broker.started or conn.closed:
                 return
-            await asyncio.sleep(0.02)
+            if until_client_leaves and (conn.reader.at_eof() or conn.writer.transport.is_closing()):
+                return
+            await asyncio.sleep(min(remaining, 0.02))

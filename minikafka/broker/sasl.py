@@ -20,6 +20,7 @@ session lifetime of 0, which tells clients never to re-authenticate.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -328,7 +329,7 @@ class SaslSession:
         returns whether the connection stays open.
         """
         if self.state == self.AUTHENTICATE and self.raw_tokens:
-            return self._raw_token(conn, payload)
+            return await self._raw_token(conn, payload)
         try:
             header = parse_request_header(payload, conn.broker.request_is_flexible)
         except MalformedRequest as exc:
@@ -343,12 +344,13 @@ class SaslSession:
                     self.state, header.client_id)
         return False
 
-    def _raw_token(self, conn: Connection, token: bytes) -> bool:
+    async def _raw_token(self, conn: Connection, token: bytes) -> bool:
         try:
             answer = self.evaluate(token)
         except SaslFailure as exc:
             log.warning("closing connection from %s: SASL %s authentication failed: %s", conn.peer,
                         self.server.mechanism if self.server else "?", exc)
+            await delay_close(conn.broker.config)
             return False
         conn.write_raw(frame([answer]))
         if self.complete:
@@ -362,3 +364,14 @@ def encode_response(ctx: Any, response: Any) -> None:
     header = ctx.header
     flexible = ctx.broker.request_is_flexible(header.api_key, header.api_version)
     ctx.connection.send(header.correlation_id, flexible, response.encode(version=header.api_version))
+
+
+async def delay_close(config: BrokerConfig) -> None:
+    """Wait ``connection.failed.authentication.delay.ms`` before closing a failed connection.
+
+    Kafka does this to slow down password guessing; it also lets the client read the error
+    answer before it sees the connection end (some clients drop data that arrives with the close).
+    """
+    delay_ms = int(config.get("connection.failed.authentication.delay.ms"))
+    if delay_ms > 0:
+        await asyncio.sleep(delay_ms / 1000)

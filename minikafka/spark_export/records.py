@@ -179,10 +179,14 @@ _WALK_RECORD_COST = 0.2e-6
 _LOCKSTEP_ROUND_COST = 15e-6
 
 
-def decode_records(sections: list[Buffer], counts: list[int]) -> RecordColumns:
-    """Decode ``counts[i]`` records from each records section ``sections[i]``."""
+def decode_records(sections: list[Buffer], counts: list[int], walk: str = "auto") -> RecordColumns:
+    """Decode ``counts[i]`` records from each records section ``sections[i]``.
+
+    ``walk`` picks how record starts are found: ``python`` (a loop over records), ``lockstep``
+    (numpy rounds over batches) or ``auto`` (whichever the cost estimate favours).
+    """
     nbatches = len(sections)
-    joined = b"".join(sections) + bytes(PADDING)
+    joined = b"".join([*sections, bytes(PADDING)])
     data = np.frombuffer(joined, dtype=np.uint8)
     count_arr = np.asarray(counts, dtype=np.int64)
     sizes = np.fromiter((len(s) for s in sections), dtype=np.int64, count=nbatches)
@@ -197,7 +201,9 @@ def decode_records(sections: list[Buffer], counts: list[int]) -> RecordColumns:
     if total == 0:
         return _decode_fields(data, np.zeros(0, dtype=np.int64), rec_batch)
 
-    if int(count_arr.max()) * _LOCKSTEP_ROUND_COST < total * _WALK_RECORD_COST:
+    if walk == "auto":
+        walk = "lockstep" if int(count_arr.max()) * _LOCKSTEP_ROUND_COST < total * _WALK_RECORD_COST else "python"
+    if walk == "lockstep":
         start = _walk_lockstep(data, begins, ends, count_arr)
         return _decode_fields(data, start, rec_batch)
 

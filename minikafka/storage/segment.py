@@ -196,10 +196,11 @@ class LogSegment:
         skipped, ``chunk`` bytes read at a time). Stops at the first batch that does not fit."""
         end = self.size if end is None else end
         pos, buf, buf_start = start, b"", start
+        read_size = chunk
         while end - pos >= HEADER_SIZE:
             off = pos - buf_start
             if off + HEADER_SIZE > len(buf):
-                buf, buf_start, off = os.pread(self.fd, min(chunk, end - pos), pos), pos, 0
+                buf, buf_start, off = os.pread(self.fd, min(read_size, end - pos), pos), pos, 0
                 if len(buf) < HEADER_SIZE:
                     return
             header = BatchHeader.parse(buf, off)
@@ -207,6 +208,8 @@ class LogSegment:
                 return
             yield pos, header
             pos += header.size
+            # Large batches: read just the next header rather than a chunk of payload to skip.
+            read_size = HEADER_SIZE if header.size * 2 > chunk else chunk
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the batch containing ``offset`` (or the first batch after it)."""

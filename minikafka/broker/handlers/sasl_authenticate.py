@@ -12,7 +12,7 @@ from typing import Any
 from kafka.protocol.sasl import SaslAuthenticateResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
-from minikafka.broker.sasl import SaslFailure, SaslSession, encode_response
+from minikafka.broker.sasl import SaslFailure, SaslSession, delay_close, encode_response
 from minikafka.errors import ErrorCode
 
 log = logging.getLogger("minikafka.sasl")
@@ -39,6 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         log.warning("closing connection from %s: SASL %s authentication failed: %s", ctx.connection.peer,
                     mechanism, exc)
         encode_response(ctx, _response(version, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)))
+        await delay_close(ctx.broker.config)
         raise CloseConnection("SASL authentication failed") from None
     if session.complete:
         log.info("%s authenticated as %s with %s on listener %s", ctx.connection.peer, session.principal,

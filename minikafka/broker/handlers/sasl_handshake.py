@@ -13,7 +13,7 @@ from typing import Any
 from kafka.protocol.sasl import SaslHandshakeResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
-from minikafka.broker.sasl import SaslSession, encode_response
+from minikafka.broker.sasl import SaslSession, delay_close, encode_response
 from minikafka.errors import ErrorCode
 
 log = logging.getLogger("minikafka.sasl")
@@ -30,6 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         log.warning("closing connection from %s: SASL mechanism %r is not enabled on listener %s (enabled: %s)",
                     ctx.connection.peer, mechanism, session.listener.name, ", ".join(enabled))
         encode_response(ctx, Response(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
+        await delay_close(ctx.broker.config)
         raise CloseConnection(f"unsupported SASL mechanism {mechanism!r}")
     session.begin(mechanism, ctx.api_version)
     return Response(error_code=ErrorCode.NONE, mechanisms=enabled)

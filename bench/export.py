@@ -1,0 +1,219 @@
+"""Spark over minikafka's segments vs a kafka-python consumer, in one run (issue: Spark exporter).
+
+``minikafka serve`` runs in a child process; confluent-kafka fills a 2-partition topic with
+``--size`` bytes of segments. Then, over the same data in the same run:
+
+* Spark (``--master``, default local[2]) runs a full-table aggregate through the ``minikafka``
+  data source — ``count(*), sum(length(key)), sum(length(value)), max(offset)`` — twice: the first
+  run includes starting the Python workers, the second is warm;
+* a kafka-python consumer reads every record from the broker into Python and computes the same
+  sums.
+
+Prints records/s and MB/s (1 MB = 10^6 bytes of segment files) of each, and checks that all three
+saw the same records.
+
+    .venv/bin/python -m bench.export [--size 256M] [--value-size 1024] [--codec none]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+from bench._serve import serve
+
+TOPIC = "bench-export"
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().removesuffix("IB").removesuffix("B")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def payload_pool(kind: str) -> bytes:
+    """1 MiB to cut values from: random bytes (incompressible) or JSON-like text (compresses ~4x)."""
+    if kind == "random":
+        return os.urandom(1 << 20)
+    rng = random.Random(7)
+    parts = []
+    size = 0
+    while size < 1 << 20:
+        line = (f'{{"user":{rng.randint(1, 10**6)},"event":"{rng.choice(["view", "click", "buy"])}",'
+                f'"page":"/item/{rng.randint(1, 5000)}","ms":{rng.randint(0, 10**4)}}}\n').encode()
+        parts.append(line)
+        size += len(line)
+    return b"".join(parts)
+
+
+def produce(bootstrap: str, records: int, value_size: int, codec: str, payload: str) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": "1",
+        "linger.ms": 20,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576,
+        "compression.type": codec,
+    })
+    errors: list[object] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+
+    pool = payload_pool(payload)
+    chunk = []
+    for i in range(1000):
+        start = (i * 7919) % (len(pool) - value_size)
+        chunk.append({"key": b"key-%06d" % i, "value": pool[start : start + value_size], "partition": i % 2})
+    started = time.perf_counter()
+    sent = 0
+    while sent < records:
+        batch = chunk[: records - sent]
+        try:
+            queued = producer.produce_batch(TOPIC, batch, on_delivery=on_delivery)
+        except BufferError:
+            queued = 0
+        sent += queued
+        if queued < len(batch):
+            producer.poll(0.005)
+    left = producer.flush(600)
+    if left or errors:
+        raise RuntimeError(f"{left} undelivered, errors: {errors[:3]}")
+    return time.perf_counter() - started
+
+
+def segment_files(data_dir: str) -> list[str]:
+    out = []
+    for part in (0, 1):
+        d = os.path.join(data_dir, f"{TOPIC}-{part}")
+        out += [os.path.join(d, n) for n in os.listdir(d) if n.endswith(".log")]
+    return out
+
+
+def spark_aggregate(data_dir: str, master: str, runs: int) -> tuple[list[float], tuple[int, int, int, int], int]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from minikafka.spark_export import register
+
+    spark = (
+        SparkSession.builder.master(master).appName("bench-export")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    try:
+        times = []
+        result: tuple[int, int, int, int] = (0, 0, 0, 0)
+        for _ in range(runs):
+            df = spark.read.format("minikafka").option("subscribe", TOPIC).load(data_dir)
+            started = time.perf_counter()
+            row = df.agg(F.count("*"), F.sum(F.length("key")), F.sum(F.length("value")), F.max("offset")).collect()[0]
+            times.append(time.perf_counter() - started)
+            result = (int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+        tasks = df.rdd.getNumPartitions()
+        return times, result, tasks
+    finally:
+        spark.stop()
+
+
+def consume(bootstrap: str) -> tuple[float, tuple[int, int, int, int]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             fetch_max_bytes=64 << 20, max_partition_fetch_bytes=16 << 20)
+    tps = [TopicPartition(TOPIC, p) for p in (0, 1)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    ends = consumer.end_offsets(tps)
+    count = key_bytes = value_bytes = 0
+    max_offset = -1
+    started = time.perf_counter()
+    try:
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            for _tp, msgs in consumer.poll(timeout_ms=1000, max_records=100_000).items():
+                for m in msgs:
+                    count += 1
+                    key_bytes += len(m.key) if m.key is not None else 0
+                    value_bytes += len(m.value) if m.value is not None else 0
+                    max_offset = max(max_offset, m.offset)
+        elapsed = time.perf_counter() - started
+    finally:
+        consumer.close()
+    return elapsed, (count, key_bytes, value_bytes, max_offset)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default="256M", help="bytes of segments to write, e.g. 256M, 2G (default 256M)")
+    parser.add_argument("--value-size", type=int, default=1024)
+    parser.add_argument("--codec", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    parser.add_argument("--payload", default="random", choices=["random", "text"],
+                        help="value bytes: random (incompressible) or JSON-like text")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--runs", type=int, default=2, help="Spark runs over the same data (first is cold)")
+    parser.add_argument("--segment-bytes", type=int, default=128 << 20)
+    parser.add_argument("--keep", action="store_true", help="keep the data directory afterwards")
+    args = parser.parse_args()
+
+    size = parse_size(args.size)
+    records = max(1, size // (args.value_size + 30))
+    directory = tempfile.mkdtemp(prefix="minikafka-bench-export-", dir=os.environ.get("BENCH_DIR"))
+    try:
+        run(args, records, directory)
+    finally:
+        if args.keep:
+            print(f"data directory kept: {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, records: int, directory: str) -> None:
+    with serve("--config", f"log.segment.bytes={args.segment_bytes}", data_dir=directory) as (
+        bootstrap, _proc, data_dir
+    ):
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for fut in admin.create_topics([NewTopic(TOPIC, 2, 1)]).values():
+            fut.result(30)
+        del admin  # no client left to log reconnect attempts after the broker stops
+        produce_s = produce(bootstrap, records, args.value_size, args.codec, args.payload)
+        files = segment_files(data_dir)
+        seg_bytes = sum(os.path.getsize(f) for f in files)
+        mb = seg_bytes / 1e6
+        print(f"segments: {mb:,.1f} MB in {len(files)} files, 2 partitions, {records:,} records, "
+              f"{args.value_size} B {args.payload} values, codec {args.codec} (produced in {produce_s:.1f} s)")
+
+        times, spark_result, tasks = spark_aggregate(data_dir, args.master, args.runs)
+        for i, t in enumerate(times):
+            label = "cold" if i == 0 else "warm"
+            print(f"spark {args.master}, {tasks} tasks, aggregate ({label}): {t:7.2f} s "
+                  f"{spark_result[0] / t:12,.0f} records/s {mb / t:9.1f} MB/s")
+        consume_s, consumer_result = consume(bootstrap)
+        print(f"kafka-python consumer from the broker : {consume_s:7.2f} s {consumer_result[0] / consume_s:12,.0f} "
+              f"records/s {mb / consume_s:9.1f} MB/s")
+        best = min(times)
+        print(f"spark (best) / consumer: {consume_s / best:.1f}x faster")
+    if spark_result != consumer_result or spark_result[0] != records:
+        raise SystemExit(f"results differ: spark {spark_result}, consumer {consumer_result}, produced {records}")
+    print(f"same records seen by both: count={records:,} value bytes={spark_result[2]:,} max offset={spark_result[3]}")
+
+
+if __name__ == "__main__":
+    main()
