@@ -149,14 +149,16 @@ class MiniKafka:
         self._admin_port = admin_port
         self._admin: Any = None
         self._control: Any = None
+        self._thread_running = False
         self.faults = Faults(self)
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> MiniKafka:
         from minikafka.broker.control import BrokerControl
 
-        self._thread.start()
         try:
+            self._thread.start()
+            self._thread_running = True
             self._control = self._call(lambda: BrokerControl(self._thread.broker))
             if self._initial_faults:
                 self.faults.add_all(self._initial_faults)
@@ -177,7 +179,9 @@ class MiniKafka:
                 self._thread.call(self._admin.stop)
             finally:
                 self._admin = None
-        self._thread.stop()
+        if self._thread_running:
+            self._thread_running = False
+            self._thread.stop()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

@@ -4,7 +4,9 @@ scope. Each case runs a separate pytest process on a generated test file (pytest
 
 from __future__ import annotations
 
+import time
 from importlib.metadata import entry_points
+from typing import Any
 
 import pytest
 
@@ -101,3 +103,15 @@ def test_a_crashed_session_broker_is_back_for_the_next_test(pytester: pytest.Pyt
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
+
+
+def test_a_broker_that_cannot_start_fails_at_once_and_leaves_no_data_dir(minikafka_factory: Any) -> None:
+    from minikafka.testing import MiniKafka
+
+    taken = minikafka_factory()
+    kafka = MiniKafka(port=taken.port)
+    started = time.monotonic()
+    with pytest.raises(OSError):
+        kafka.start()
+    assert time.monotonic() - started < 10
+    assert not kafka.data_dir.exists()

@@ -214,8 +214,11 @@ class PartitionLog:
         """Open every segment, rebuilding those with unusable indexes, then (after an unclean
         shutdown) re-validate from the recovery point on. Fills ``segments`` and ``recovered``."""
         s = self._settings
+        # After a crash every segment from the one holding the recovery point on is re-validated.
+        first_unflushed = max(0, bisect.bisect_right(bases, checkpoint_recovery) - 1) if not clean else len(bases)
         for i, base in enumerate(bases):
-            seg, reason = LogSegment.open(self.dir, base, s.index_max_bytes, s.index_interval_bytes, now)
+            seg, reason = LogSegment.open(self.dir, base, s.index_max_bytes, s.index_interval_bytes, now,
+                                          revalidate=i >= first_unflushed)
             segments.append(seg)
             if reason is not None:
                 log.warning("%s: rebuilding segment %d: %s", self.name, base, reason)

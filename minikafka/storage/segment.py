@@ -89,13 +89,18 @@ class LogSegment:
 
     @classmethod
     def open(
-        cls, directory: Path, base_offset: int, index_max_bytes: int, index_interval_bytes: int, now_ms: int
+        cls, directory: Path, base_offset: int, index_max_bytes: int, index_interval_bytes: int, now_ms: int,
+        revalidate: bool = False,
     ) -> tuple[LogSegment, str | None]:
         """Open an existing segment. Returns the segment and, if its indexes cannot be trusted, the
-        reason it must be recovered (the caller then calls :meth:`recover`)."""
+        reason it must be recovered (the caller then calls :meth:`recover`). With ``revalidate``
+        (a segment past the recovery point after a crash) the indexes are not read at all: recovery
+        rebuilds them, and a crashed active segment's are pre-allocated megabytes of zeros."""
         seg = cls(directory, base_offset, index_max_bytes, index_interval_bytes, now_ms)
         seg.fd = os.open(seg.log_path, os.O_RDWR)
         seg.size = os.fstat(seg.fd).st_size
+        if revalidate:
+            return seg, "past the recovery point after an unclean shutdown"
         try:
             if not seg.offset_index.path.exists():
                 return seg, "offset index missing"
