@@ -7,12 +7,14 @@
   data source — ``count(*), sum(length(key)), sum(length(value)), max(offset)`` — twice: the first
   run includes starting the Python workers, the second is warm;
 * a kafka-python consumer reads every record from the broker into Python and computes the same
-  sums.
+  sums;
+* with ``--ceiling``, the same aggregate over a data source that yields ready-made Arrow batches of
+  the same rows: what Spark itself needs, without any file reading or decoding.
 
 Prints records/s and MB/s (1 MB = 10^6 bytes of segment files) of each, and checks that all three
 saw the same records.
 
-    .venv/bin/python -m bench.export [--size 256M] [--value-size 1024] [--codec none]
+    .venv/bin/python -m bench.export [--size 256M] [--value-size 1024] [--codec none] [--ceiling]
 """
 
 from __future__ import annotations
@@ -100,9 +102,62 @@ def segment_files(data_dir: str) -> list[str]:
     return out
 
 
-def spark_aggregate(data_dir: str, master: str, runs: int) -> tuple[list[float], tuple[int, int, int, int], int]:
+def ceiling_source() -> type:
+    """A data source with the ``minikafka`` schema that yields one ready-made Arrow batch over and
+    over: no file reading, no decoding. Its scan time is what Spark itself needs for the rows."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from minikafka.spark_export.source import spark_schema
+
+    class CeilingReader(DataSourceReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.records = int(options["records"])
+            self.value_size = int(options["valuesize"])
+            self.tasks = int(options["tasks"])
+
+        def partitions(self) -> list[InputPartition]:
+            share = -(-self.records // self.tasks)
+            return [InputPartition(min(share, self.records - i * share)) for i in range(self.tasks)]
+
+        def read(self, partition: InputPartition):  # type: ignore[no-untyped-def]
+            import numpy as np
+            import pyarrow as pa
+
+            from minikafka.spark_export.arrow_build import arrow_schema, constant_string
+
+            rows = 4096
+            pool = os.urandom(1 << 20)
+            values = pa.array([pool[i * 7 : i * 7 + self.value_size] for i in range(rows)], pa.binary())
+            keys = pa.array([b"key-%06d" % i for i in range(rows)], pa.binary())
+            batch = pa.RecordBatch.from_arrays(
+                [keys, values, constant_string(TOPIC, rows), pa.array(np.zeros(rows, np.int32)),
+                 pa.array(np.arange(rows, dtype=np.int64)), pa.array(np.zeros(rows, np.int64), pa.timestamp("us", tz="UTC")),
+                 pa.array(np.zeros(rows, np.int32))], schema=arrow_schema(False, False))
+            left = partition.value
+            while left > 0:
+                yield batch if left >= rows else batch.slice(0, left)
+                left -= rows
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "minikafka-ceiling"
+
+        def schema(self):  # type: ignore[no-untyped-def]
+            return spark_schema()
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return CeilingReader(self.options)
+
+    return CeilingSource
+
+
+def spark_aggregate(data_dir: str, master: str, runs: int, value_size: int,
+                    ceiling: bool) -> tuple[list[float], tuple[int, int, int, int], int, float | None]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -127,7 +182,16 @@ def spark_aggregate(data_dir: str, master: str, runs: int) -> tuple[list[float],
             times.append(time.perf_counter() - started)
             result = (int(row[0]), int(row[1]), int(row[2]), int(row[3]))
         tasks = df.rdd.getNumPartitions()
-        return times, result, tasks
+        ceiling_s = None
+        if ceiling:
+            spark.dataSource.register(ceiling_source())
+            df = (spark.read.format("minikafka-ceiling").option("records", result[0])
+                  .option("valueSize", value_size).option("tasks", tasks).load())
+            started = time.perf_counter()
+            row = df.agg(F.count("*"), F.sum(F.length("value"))).collect()[0]
+            ceiling_s = time.perf_counter() - started
+            assert row[0] == result[0]
+        return times, result, tasks, ceiling_s
     finally:
         spark.stop()
 
@@ -169,6 +233,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="Spark runs over the same data (first is cold)")
     parser.add_argument("--segment-bytes", type=int, default=128 << 20)
     parser.add_argument("--keep", action="store_true", help="keep the data directory afterwards")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also time the aggregate over ready-made Arrow batches (Spark's own share)")
     args = parser.parse_args()
 
     size = parse_size(args.size)
@@ -200,11 +266,15 @@ def run(args: argparse.Namespace, records: int, directory: str) -> None:
         print(f"segments: {mb:,.1f} MB in {len(files)} files, 2 partitions, {records:,} records, "
               f"{args.value_size} B {args.payload} values, codec {args.codec} (produced in {produce_s:.1f} s)")
 
-        times, spark_result, tasks = spark_aggregate(data_dir, args.master, args.runs)
+        times, spark_result, tasks, ceiling_s = spark_aggregate(data_dir, args.master, args.runs, args.value_size,
+                                                                args.ceiling)
         for i, t in enumerate(times):
             label = "cold" if i == 0 else "warm"
             print(f"spark {args.master}, {tasks} tasks, aggregate ({label}): {t:7.2f} s "
                   f"{spark_result[0] / t:12,.0f} records/s {mb / t:9.1f} MB/s")
+        if ceiling_s is not None:
+            print(f"spark, same rows from ready-made Arrow batches: {ceiling_s:7.2f} s "
+                  f"{spark_result[0] / ceiling_s:12,.0f} records/s  (no file reading or decoding)")
         consume_s, consumer_result = consume(bootstrap)
         print(f"kafka-python consumer from the broker : {consume_s:7.2f} s {consumer_result[0] / consume_s:12,.0f} "
               f"records/s {mb / consume_s:9.1f} MB/s")

@@ -25,10 +25,11 @@ import types
 from importlib.machinery import ModuleSpec
 
 _lock = threading.RLock()
+_MISSING = object()
 #: package name -> spec whose ``__init__`` has not run yet
 _pending: dict[str, ModuleSpec] = {}
-#: package name -> {attribute: submodule that defines it}, served without the ``__init__``
-_shortcuts: dict[str, dict[str, str]] = {}
+#: package name -> submodules where names asked of the package are looked for first
+_search: dict[str, tuple[str, ...]] = {}
 
 
 class _DeferredPackage(types.ModuleType):
@@ -36,11 +37,12 @@ class _DeferredPackage(types.ModuleType):
 
     def __getattr__(self, name: str) -> object:
         package = self.__name__
-        source = _shortcuts.get(package, {}).get(name)
-        if source is not None and package in _pending:
-            value = getattr(importlib.import_module(source), name)
-            setattr(self, name, value)
-            return value
+        if package in _pending and not name.startswith("__"):
+            for submodule in _search.get(package, ()):
+                value = getattr(importlib.import_module(f"{package}.{submodule}"), name, _MISSING)
+                if value is not _MISSING:
+                    setattr(self, name, value)
+                    return value
         if not (name.startswith("__") and name.endswith("__")):
             # ``from kafka import codec``: a submodule needs no ``__init__``.
             try:
@@ -73,12 +75,13 @@ def _run_init(module: types.ModuleType) -> None:
         module.__class__ = types.ModuleType
 
 
-def defer_package_init(name: str = "kafka", shortcuts: dict[str, str] | None = None) -> bool:
+def defer_package_init(name: str = "kafka", search: tuple[str, ...] = ()) -> bool:
     """Install the stand-in for package ``name``; False if it is imported already or absent.
 
-    ``shortcuts`` maps attributes of the package to the submodule that defines them, for a
-    package whose ``__init__`` only re-exports them: ``{"crc32c": "crc32c._crc32c"}`` lets
-    ``from crc32c import crc32c`` skip an ``__init__`` that reads package metadata.
+    ``search`` names submodules where a name asked of the package is looked for first, for a
+    package whose ``__init__`` only re-exports them: with ``("_crc32c",)``, ``from crc32c
+    import crc32c`` skips an ``__init__`` that reads package metadata. A name found in none of
+    them runs the real ``__init__`` as usual, so a moved name costs time, never correctness.
     """
     with _lock:
         if name in sys.modules:
@@ -89,15 +92,22 @@ def defer_package_init(name: str = "kafka", shortcuts: dict[str, str] | None = N
         module = importlib.util.module_from_spec(spec)
         module.__class__ = _DeferredPackage
         _pending[name] = spec
-        _shortcuts[name] = dict(shortcuts or {})
+        _search[name] = tuple(search)
         sys.modules[name] = module
         return True
 
 
+#: the ``kafka.protocol.admin`` modules that hold the messages minikafka serves (the package's
+#: ``__init__`` also loads ACL, client-quota and SCRAM-user messages: about 10 ms)
+_ADMIN_MODULES = ("topics", "cluster", "configs", "groups", "transactions")
+
+
 def defer_codec_packages() -> None:
-    """What ``minikafka serve`` defers: kafka-python's client, and crc32c's metadata lookup."""
+    """What ``minikafka serve`` defers: kafka-python's client and the admin messages it does
+    not serve, and crc32c's metadata lookup."""
     defer_package_init("kafka")
-    defer_package_init("crc32c", {"crc32c": "crc32c._crc32c"})
+    defer_package_init("kafka.protocol.admin", _ADMIN_MODULES)
+    defer_package_init("crc32c", ("_crc32c",))
 
 
 def init_deferred() -> None:

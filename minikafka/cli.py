@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import os
-import signal
 import sys
 from typing import Any
 
@@ -50,9 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="address of the admin endpoint (default: --host)")
     ping = sub.add_parser("ping", help="check that a broker answers (an ApiVersions round trip); exit 0 if so")
     ping.add_argument("--bootstrap", default=None,
-                      help="host:port (default: 127.0.0.1 and $MINIKAFKA_PORT or 9092)")
+                      help="host:port (default: $MINIKAFKA_HOST or 127.0.0.1, and $MINIKAFKA_PORT or 9092)")
     ping.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for the answer")
     ping.add_argument("--quiet", "-q", action="store_true", help="print nothing on success")
+    from minikafka.spark_export.export import add_parser as add_export_parser  # needs no PySpark
+
+    add_export_parser(sub)
     return parser
 
 
@@ -61,6 +61,10 @@ def serve(args: argparse.Namespace) -> int:
         from minikafka import _kafka_codec
 
         _kafka_codec.defer_codec_packages()  # start-up time: load only what the broker uses (see the module)
+
+    import asyncio  # here, not at the top: `minikafka ping` (a health check) needs none of these
+    import logging
+    import signal
 
     from minikafka.broker.embedded import new_event_loop
     from minikafka.broker.server import Broker
@@ -133,7 +137,10 @@ def ping(args: argparse.Namespace) -> int:
     import socket
     import struct
 
-    bootstrap = args.bootstrap or f"127.0.0.1:{_env('PORT', 9092)}"
+    host = _env("HOST", "127.0.0.1")
+    if host in ("0.0.0.0", "::", ""):  # listening everywhere: loopback reaches it
+        host = "127.0.0.1"
+    bootstrap = args.bootstrap or f"{host}:{_env('PORT', 9092)}"
     host, _, port = bootstrap.rpartition(":")
     correlation_id = 0x6D6B  # "mk"
     client_id = b"minikafka-ping"
@@ -151,6 +158,9 @@ def ping(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"minikafka ping {bootstrap}: {exc}", file=sys.stderr)
         return 1
+    if len(data) < 14:
+        print(f"minikafka ping {bootstrap}: answer too short to be ApiVersions", file=sys.stderr)
+        return 1
     got_id, error_code, count = struct.unpack_from(">ihi", data, 4)
     if got_id != correlation_id or error_code != 0 or count <= 0:
         print(f"minikafka ping {bootstrap}: bad ApiVersions answer (correlation {got_id}, error {error_code}, "
@@ -167,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         return serve(args)
     if args.command == "ping":
         return ping(args)
+    if args.command == "export":
+        return int(args.func(args) or 0)
     return 2
 
 

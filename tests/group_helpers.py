@@ -20,7 +20,10 @@ HEARTBEAT_MS = 100
 #: max.poll.interval.ms is the rebalance timeout: a bound on how long a rebalance may wait
 POLL_INTERVAL_MS = 15000
 
-GROUP_BROKER_CONFIG = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
+#: A short initial rebalance delay (Kafka's default is 3 s) lets the members that start together land in
+#: one generation, after they have loaded the topic metadata (a kafka-python leader that assigns before
+#: it knows the topic's partitions rejoins at once).
+GROUP_BROKER_CONFIG = {"group.initial.rebalance.delay.ms": "300", "group.min.session.timeout.ms": "1000"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,10 @@ class ConfluentMember(Member):
 
 
 class KafkaPythonMember(Member):
+    """kafka-python drives rebalances from ``poll()``, so each member polls on a thread of its own
+    as applications do (a single thread polling several consumers in turn with short timeouts makes
+    kafka-python 3.0 drop finished JoinGroup/SyncGroup round trips and rejoin for ever)."""
+
     def __init__(self, bootstrap: str, group: str, topic: str, name: str, instance_id: str | None = None,
                  assignor: str = "range", **config: Any) -> None:
         from kafka import KafkaConsumer, TopicPartition
@@ -127,29 +134,51 @@ class KafkaPythonMember(Member):
             auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=SESSION_MS,
             heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=POLL_INTERVAL_MS,
             partition_assignment_strategy=[assignors[assignor]], retry_backoff_ms=50, **config)
+        self._got: list[Got] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"poll-{name}", daemon=True)
+        self._thread.start()
 
-    def poll(self, timeout: float = 0.05) -> list[Got]:
+    def _run(self) -> None:
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata
 
-        out = []
-        for tp, msgs in self.consumer.poll(timeout_ms=int(timeout * 1000)).items():
-            out.extend(Got(self.name, tp.partition, m.offset, m.value) for m in msgs)
-        if out:
-            last: dict[int, int] = {}
-            for g in out:
-                last[g.partition] = max(last.get(g.partition, -1), g.offset)
-            try:
-                self.consumer.commit({self._tp(self.topic, p): OffsetAndMetadata(o + 1, "", -1)
-                                      for p, o in last.items()})
-            except KafkaError:
-                pass  # a rebalance is under way: the records may come again
+        try:
+            while not self._stop.is_set():
+                out = []
+                for tp, msgs in self.consumer.poll(timeout_ms=100).items():
+                    out.extend(Got(self.name, tp.partition, m.offset, m.value) for m in msgs)
+                if not out:
+                    continue
+                last: dict[int, int] = {}
+                for g in out:
+                    last[g.partition] = max(last.get(g.partition, -1), g.offset)
+                try:
+                    self.consumer.commit({self._tp(self.topic, p): OffsetAndMetadata(o + 1, "", -1)
+                                          for p, o in last.items()})
+                except KafkaError:
+                    pass  # a rebalance is under way: the records may come again
+                with self._lock:
+                    self._got.extend(out)
+        except BaseException as exc:  # reported by the next poll()
+            self._error = exc
+
+    def poll(self, timeout: float = 0.05) -> list[Got]:
+        time.sleep(timeout)
+        if self._error is not None:
+            raise self._error
+        with self._lock:
+            out, self._got = self._got, []
         return out
 
     def assignment(self) -> set[int]:
-        return {tp.partition for tp in self.consumer.assignment()}
+        return {tp.partition for tp in set(self.consumer.assignment())}
 
     def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
         self.consumer.close(autocommit=False)
 
 

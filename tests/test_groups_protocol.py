@@ -733,3 +733,52 @@ def test_parked_join_is_answered_not_coordinator_when_the_broker_stops(gbroker: 
         gbroker.stop()
         assert time.monotonic() - started < 3
         assert b.recv(join_b).error_code == NOT_COORDINATOR
+
+
+def test_committed_offsets_expire_after_retention_as_kafka_expires_them(gbroker: BrokerThread) -> None:
+    """offsets.retention.minutes (7 days): groups without members lose their offsets, counted from
+    the commit (no group management) or from when the group became empty; a Stable consumer group
+    keeps the offsets of the topics it subscribes to; an explicit v2-v4 retention wins."""
+    assert gbroker.broker is not None
+    broker = gbroker.broker
+    real_clock = broker.clock
+    a, live, c = clients(gbroker, 3)
+    with a, live, c:
+        create_topic(c, "t", partitions=1)
+        create_topic(c, "other", partitions=1)
+        commit(c, "simple", {("t", 0): (1, None)})
+        commit(c, "short", {("t", 0): (2, None)}, version=2)  # retention_time_ms defaults to -1
+        Request = OffsetCommitRequest[2]
+        r = c.request(Request(group_id="short", generation_id_or_member_epoch=-1, member_id="", retention_time_ms=1000,
+                              topics=[Request.OffsetCommitRequestTopic(name="other", partitions=[
+                                  Request.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                                      partition_index=0, committed_offset=3, committed_metadata=None)])]))
+        assert r.topics[0].partitions[0].error_code == NONE
+        a_id, generation = stable_member(a, "emptied")
+        commit(a, "emptied", {("t", 0): (4, None)}, generation=generation, member_id=a_id)
+        assert a.request(LeaveGroupRequest[1](group_id="emptied", member_id=a_id)).error_code == NONE
+        live_id, generation = stable_member(live, "live")  # subscribed to "t" only
+        commit(live, "live", {("t", 0): (5, None), ("other", 0): (6, None)}, generation=generation,
+               member_id=live_id)
+
+        def expire_at(offset_ms: int) -> None:
+            def run() -> None:
+                broker.clock = lambda: real_clock() + offset_ms
+                try:
+                    assert broker.groups is not None
+                    broker.groups._expire_offsets()
+                finally:
+                    broker.clock = real_clock
+            gbroker.call(run)
+
+        expire_at(2000)  # only the explicit 1 s retention has passed
+        assert fetch(c, "short", None)[1] == {("t", 0): (2, -1, "", NONE)}
+        assert fetch(c, "simple", None)[1] == {("t", 0): (1, -1, "", NONE)}
+
+        expire_at(7 * 24 * 3600 * 1000 + 60_000)
+        for group in ("simple", "short", "emptied"):
+            assert fetch(c, group, None)[1] == {}, group
+        assert fetch(c, "live", None)[1] == {("t", 0): (5, -1, "", NONE)}
+        names = {g.group_id for g in c.request(ListGroupsRequest[4](states_filter=[])).groups}
+        assert names == {"live"}, "empty groups without offsets are removed"
+        assert heartbeat(live, "live", generation, live_id) == NONE

@@ -25,7 +25,7 @@ from minikafka.spark_export.planner import plan
 from minikafka.spark_export.records import RecordFormatError, decode_records
 from minikafka.spark_export.slice_reader import SliceReader
 from minikafka.storage.batch import BatchHeader, compute_crc
-from tests.test_spark_support import LogDirWriter, build_batch, control_batch, expected_rows
+from tests.spark_helpers import LogDirWriter, build_batch, control_batch, expected_rows
 
 T0 = 1_700_000_000_000
 COLUMNS = ["topic", "partition", "offset", "key", "value", "timestamp_ms", "timestampType", "headers"]
@@ -490,3 +490,15 @@ def test_header_keys_that_are_not_utf8_read_with_replacement_characters(tmp_path
     got = read_all(str(tmp_path))
     assert got[0]["headers"] == [("h\ufffd\ufffd", b"1"), ("ok", b"2")]
     assert got[1]["headers"] == [("fine", b"3")]
+
+
+def test_a_partition_directory_instead_of_the_data_directory_is_refused(tmp_path):
+    w = LogDirWriter(tmp_path)
+    w.append("t", 0, build_batch([(b"k", b"v", T0, [])]))
+    w.append("__consumer_offsets", 0, build_batch([(b"g", b"o", T0, [])]))
+    w.close()
+    with pytest.raises(ExportOptionError, match="one partition's directory"):
+        plan(parse_options({"path": str(tmp_path / "t-0")}))
+    # a pattern never matches internal topics; naming one does
+    assert [r["topic"] for r in read_all(str(tmp_path), subscribePattern=".*")] == ["t"]
+    assert [r["topic"] for r in read_all(str(tmp_path), assign='{"__consumer_offsets":[0]}')] == ["__consumer_offsets"]

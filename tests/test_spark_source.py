@@ -22,7 +22,7 @@ import pytest
 from minikafka.spark_export.export import add_parser, run_export
 from minikafka.spark_export.options import parse_options
 from minikafka.spark_export.planner import plan
-from tests.test_spark_support import (
+from tests.spark_helpers import (
     LogDirWriter,
     build_batch,
     control_batch,
@@ -264,3 +264,26 @@ def test_export_progress_display_reports_tasks(spark):  # noqa: F811
     with Progress(spark.sparkContext, out, interval=0.2):
         spark.sparkContext.parallelize(range(4), 4).map(lambda x: time.sleep(1.0) or x).count()
     assert "/4 tasks done" in out.getvalue()
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(not (ROOT / "pyspark_minikafka" / "__init__.py").exists(),
+                    reason="the pyspark_minikafka discovery module is not in this tree")
+def test_spark_discovers_the_source_without_register(logdir, tmp_path):
+    """Spark registers Python data sources from top-level ``pyspark_*`` modules on its path."""
+    import subprocess
+    import sys
+
+    script = (
+        "from pyspark.sql import SparkSession\n"
+        "s = (SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false')\n"
+        "     .config('spark.ui.showConsoleProgress', 'false').getOrCreate())\n"
+        f"print('COUNT', s.read.format('minikafka').load({logdir!r}).count())\n"
+        "s.stop()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    assert f"COUNT {len(expected(logdir))}" in result.stdout, result.stderr[-3000:]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.protocol.framing import FrameTooLarge, frame, read_frame
 from minikafka.protocol.headers import MalformedRequest, parse_request_header, response_header
+from minikafka.protocol.nulls import check_request_nulls
 
 if TYPE_CHECKING:
     from minikafka.broker.listeners import Listener
@@ -125,6 +126,7 @@ class Connection:
             return False
         try:
             request = spec.request.decode(memoryview(payload)[header.size :], version=header.api_version)
+            check_request_nulls(spec.request, request, header.api_version)  # Kafka's parser refuses these
         except Exception as exc:  # the codec raises assorted errors on garbage
             log.warning(
                 "closing connection from %s: cannot decode %s v%d: %s: %s",

@@ -14,8 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from minikafka.storage.log_manager import LogManager
-
 from minikafka.broker.connection import Connection
 from minikafka.broker.context import RequestContext
 from minikafka.broker.dispatch import build_api_table
@@ -28,6 +26,7 @@ from minikafka.broker.metrics import Metrics
 from minikafka.broker.producer_ids import ProducerIdAllocator
 from minikafka.config import BrokerConfig
 from minikafka.protocol.apis import ApiSpec
+from minikafka.storage.log_manager import LogManager
 
 log = logging.getLogger("minikafka.broker")
 #: How often logs are asked whether their flush policy (roll, flush.ms) wants an fsync.

@@ -53,6 +53,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="lay the output out in topic=/partition= directories")
     p.add_argument("--mode", choices=("errorifexists", "overwrite", "append"), default="errorifexists",
                    help="what to do when --out exists (default: fail)")
+    p.add_argument("--compression", help="output compression codec, e.g. none, snappy, zstd, gzip "
+                   "(default: Spark's for the format)")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="any other data source option, e.g. maxRecordsPerPartition=1000000")
@@ -213,6 +215,8 @@ def run_export(args: argparse.Namespace) -> int:
         register(spark)
         df = _prepare(spark.read.format("minikafka").options(**opts).load(args.data_dir), args.format, args.utf8)
         writer = df.write.mode(args.mode)
+        if args.compression:
+            writer = writer.option("compression", args.compression)
         if args.partition_by:
             writer = writer.partitionBy(*args.partition_by)
         if args.no_progress:

@@ -105,7 +105,11 @@ def _first_at_or_after(fd: int, header: BatchHeader, position: int, timestamp: i
 def _search_segment(seg: SegmentFile, timestamp: int, min_offset: int) -> int | None:
     index = load_offset_index(seg)
     tindex = TimeIndex.load(seg.time_index_path, seg.base_offset)
-    with open(seg.log_path, "rb") as f:
+    try:
+        f = open(seg.log_path, "rb")
+    except FileNotFoundError:  # deleted by retention since it was listed
+        return None
+    with f:
         fd = f.fileno()
         # Batches after the last offset-index entry may not be in the time index yet; without a
         # time index at all, every batch is "after" it.

@@ -153,7 +153,10 @@ class _SegmentCache:
     def position(self, seg: SegmentFile, offset: int) -> int:
         if offset <= seg.base_offset:
             return 0
-        return position_for_offset(self.fd(seg), seg, self.index(seg), offset)
+        try:
+            return position_for_offset(self.fd(seg), seg, self.index(seg), offset)
+        except FileNotFoundError:  # deleted by retention since it was listed: the task reports it
+            return 0
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -168,6 +171,10 @@ def _byte_cuts(cache: _SegmentCache, seg: SegmentFile, sl: SegmentSlice, max_byt
     if end_pos - sl.start_position <= max_bytes:
         return [sl]
     index = cache.index(seg)
+    try:
+        cache.fd(seg)
+    except FileNotFoundError:
+        return [sl]
     entries = [(p, o) for o, p in zip(index.offsets, index.positions, strict=True) if sl.start_position < p < end_pos]
     cand_positions = [p for p, _ in entries]
     pieces: list[SegmentSlice] = []
@@ -262,5 +269,9 @@ def _plan(cache: _SegmentCache, ranges: list[PartitionRange], opts: ReadOptions,
 
 def plan(opts: ReadOptions) -> list[SegmentSlice]:
     """All slices of a read, in topic, partition, offset order."""
-    selected = select_partitions(list_partitions(opts.path), opts)
+    partitions = list_partitions(opts.path)
+    if not partitions and any(name.endswith(".log") for name in os.listdir(opts.path)):
+        raise ExportOptionError(f"{opts.path} looks like one partition's directory; load its parent, the "
+                                "broker's data directory")
+    selected = select_partitions(partitions, opts)
     return plan_slices(resolve_ranges(selected, opts), opts)

@@ -56,17 +56,12 @@ class SegmentSlice:
         return f"{self.topic}-{self.partition}/{os.path.basename(self.log_path)}"
 
 
-class _Stop(Exception):
-    """Internal: end this slice's read."""
-
-
 class BatchReader:
     """Iterates ``(file position, header, records section)`` of a slice; sections are still compressed."""
 
     def __init__(self, sl: SegmentSlice, fail_on_data_loss: bool) -> None:
         self.slice = sl
         self.fail_on_data_loss = fail_on_data_loss
-        self.skipped_batches = 0
         self._index: OffsetIndex | None = None
 
     # -- damage handling -------------------------------------------------------------------------
@@ -76,7 +71,6 @@ class BatchReader:
         message = f"{self.slice.name}: {problem} at byte {position}."
         if self.fail_on_data_loss:
             raise DataLossError(message)
-        self.skipped_batches += 1
         log.warning("skipping damaged data: %s", message)
 
     def _resync(self, position: int) -> int:

@@ -99,11 +99,10 @@ class SliceReader:
                 continue
             fields = batch_fields(group.headers)
             sl = self.slice
-            first, last = group.headers[0], group.headers[-1]
-            if first.base_offset < sl.start_offset or last.last_offset >= sl.end_offset:
-                offsets = fields.base_offset[cols.batch] + cols.offset_delta
-                rows = np.flatnonzero((offsets >= sl.start_offset) & (offsets < sl.end_offset))
-                cols = cols.take(rows)
+            offsets = fields.base_offset[cols.batch] + cols.offset_delta
+            keep = (offsets >= sl.start_offset) & (offsets < sl.end_offset)
+            if not keep.all():  # the slice starts or ends inside a batch
+                cols = cols.take(np.flatnonzero(keep))
             if len(cols):
                 yield build_record_batch(cols, fields, sl.topic, sl.partition, self.schema)
             return
