@@ -44,11 +44,12 @@ class BrokerProcess:
     def start(self) -> None:
         log_path = self.data_dir.parent / f"broker-run-{len(self.runs)}.log"
         self.runs.append(log_path)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "minikafka", "serve", "--port", str(self.port), "--data-dir",
-             str(self.data_dir), "--config", "num.partitions=2", "--config", "log.segment.bytes=65536"],
-            stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"),  # noqa: SIM115 - closed with the process
-        )
+        with open(log_path, "wb") as stderr:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "minikafka", "serve", "--port", str(self.port), "--data-dir",
+                 str(self.data_dir), "--config", "num.partitions=2", "--config", "log.segment.bytes=65536"],
+                stdout=subprocess.DEVNULL, stderr=stderr,
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

@@ -56,6 +56,8 @@ from tests.scenario_helpers import create_topic, fetch_raw, log_batches, produce
 
 TOPIC = "fuzz"
 CASES_RUN: Counter[str] = Counter()
+#: How the broker reacted, per kind of case ("body:closed", "record-batch:error-87", ...), for the record.
+OUTCOMES: Counter[str] = Counter()
 #: How long one case may wait for an answer before it counts as silent.
 ANSWER_WAIT = 3.0
 #: APIs whose valid requests may wait longer than ANSWER_WAIT before answering.
@@ -139,6 +141,7 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
     fuzzed.healthy.close()
     broker.stop()
     print(f"\nfuzz cases run: {sum(CASES_RUN.values())} ({dict(CASES_RUN)})")
+    print(f"broker reactions: {dict(sorted(OUTCOMES.items()))}")
 
 
 @pytest.fixture
@@ -237,6 +240,7 @@ def run_case(fuzzed: Fuzzed, payload: bytes, name: str) -> None:
     before = fuzzed.stored()
     outcome, answer = fuzzed.exchange(frame(payload), wait=0.5 if may_stay_silent(fuzzed, payload) else ANSWER_WAIT)
     refused = judge(fuzzed, payload, outcome, answer)
+    OUTCOMES[f"{name}:{outcome}"] += 1
     if refused:
         assert fuzzed.stored() == before, f"a refused request changed the stored log ({outcome})"
     fuzzed.assert_alive()
@@ -309,7 +313,7 @@ def test_valid_request_of_every_api_and_version_is_answered(fuzzed: Fuzzed, watc
 
 @pytest.mark.timeout(300)
 def test_mutated_request_bodies_are_answered_or_closed(fuzzed: Fuzzed, watch_logs: None) -> None:
-    @settings(FUZZ, max_examples=1200)
+    @settings(FUZZ, max_examples=2400)
     @given(data=st.data())
     def case(data: st.DataObject) -> None:
         payload, header_size = data.draw(seed_request(fuzzed))
@@ -321,7 +325,7 @@ def test_mutated_request_bodies_are_answered_or_closed(fuzzed: Fuzzed, watch_log
 
 @pytest.mark.timeout(300)
 def test_mutated_request_headers_are_answered_or_closed(fuzzed: Fuzzed, watch_logs: None) -> None:
-    @settings(FUZZ, max_examples=500)
+    @settings(FUZZ, max_examples=800)
     @given(data=st.data())
     def case(data: st.DataObject) -> None:
         payload, header_size = data.draw(seed_request(fuzzed))
@@ -347,7 +351,7 @@ def test_random_frames_are_answered_or_closed(fuzzed: Fuzzed, watch_logs: None) 
         tags = draw(st.sampled_from([b"", b"\x00", b"\x01\x00\x00", b"\x02\x05\x01x"]))
         return head + tags + draw(st.binary(max_size=300))
 
-    @settings(FUZZ, max_examples=600)
+    @settings(FUZZ, max_examples=1000)
     @given(payload=random_payload())
     def case(payload: bytes) -> None:
         run_case(fuzzed, payload, "random")
@@ -400,7 +404,7 @@ def test_mutated_record_batches_are_refused_without_touching_the_log(fuzzed: Fuz
                           value=draw(st.binary(max_size=64)))
         return draw(mutate(bytes(raw)))
 
-    @settings(FUZZ, max_examples=700)
+    @settings(FUZZ, max_examples=1200)
     @given(records=batch(), version=st.integers(produce_spec.min_version, produce_spec.max_version),
            acks=st.sampled_from([-1, 1]))
     def case(records: bytes, version: int, acks: int) -> None:
@@ -411,6 +415,7 @@ def test_mutated_record_batches_are_refused_without_touching_the_log(fuzzed: Fuz
         part = response.responses[0].partition_responses[0]
         after = fuzzed.stored()
         key = f"{TOPIC}-0"
+        OUTCOMES[f"record-batch:error-{part.error_code}"] += 1
         if part.error_code:
             assert part.error_code in BATCH_ERRORS, part
             assert after == before, "a refused batch changed the stored log"
@@ -481,7 +486,7 @@ def test_hostile_topic_and_group_names_never_reach_the_file_system(
             D(topic_names=[name], timeout_ms=1000),
         ]
 
-    @settings(FUZZ, max_examples=120)
+    @settings(FUZZ, max_examples=200)
     @given(name=NAMES)
     def case(name: str) -> None:
         CASES_RUN["names"] += 1
@@ -532,7 +537,7 @@ def test_mutated_sasl_exchanges_never_authenticate_a_wrong_secret(
         except OSError:
             return False
 
-    @settings(FUZZ, max_examples=250)
+    @settings(FUZZ, max_examples=400)
     @given(data=st.data())
     def case(data: st.DataObject) -> None:
         CASES_RUN["sasl"] += 1
@@ -570,6 +575,7 @@ def test_mutated_sasl_exchanges_never_authenticate_a_wrong_secret(
             except (OSError, ValueError):
                 pass  # closed by the broker, or a mutated answer the client cannot parse
             served = metadata_served(c)
+            OUTCOMES[f"sasl:{kind}:{'authenticated' if authenticated else 'refused'}"] += 1
             assert served == authenticated, f"{kind}: authenticated={authenticated} served={served}"
         with RawClient(sasl_fuzzed.bootstrap) as c:
             assert c.request(ApiVersionsRequest[2]()).error_code == 0
@@ -588,4 +594,5 @@ def test_fuzz_case_count(fuzzed: Fuzzed, capsys: pytest.CaptureFixture[str]) -> 
     total = sum(CASES_RUN.values())
     with capsys.disabled():
         print(f"\nfuzz cases run so far: {total} {dict(sorted(CASES_RUN.items()))}")
+        print(f"broker reactions: {dict(sorted(OUTCOMES.items()))}")
     assert all(count > 0 for count in CASES_RUN.values()), CASES_RUN
