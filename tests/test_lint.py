@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_ruff_check_reports_no_problems() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "minikafka", "tests", "bench"],
+        [sys.executable, "-m", "ruff", "check", "minikafka", "pyspark_minikafka", "tests", "bench"],
         cwd=ROOT,
         capture_output=True,
         text=True,
