@@ -180,6 +180,11 @@ class LogSegment:
                 log.exception("cannot cut %s back to %d after a failed write", self.log_path, pos)
             raise
         self.size = pos + header.size
+        self._index_batch(pos, header)
+
+    def _index_batch(self, pos: int, header: BatchHeader) -> None:
+        """Account for a batch at ``pos``: Kafka's index.interval.bytes rule (reference §6.4),
+        shared by appends and recovery so that rebuilt indexes equal written ones."""
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = header.max_timestamp
         self._track(header)
@@ -277,14 +282,7 @@ class LogSegment:
             if reason is not None:
                 break
             header = BatchHeader.parse(buf, off)
-            if self.first_batch_timestamp is None:
-                self.first_batch_timestamp = header.max_timestamp
-            self._track(header)
-            if self.bytes_since_last_index_entry > self.index_interval_bytes:
-                self.offset_index.append(header.last_offset, pos)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self.bytes_since_last_index_entry = 0
-            self.bytes_since_last_index_entry += size
+            self._index_batch(pos, header)
             pos += size
         truncated = file_size - pos
         if truncated:
