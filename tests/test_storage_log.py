@@ -438,6 +438,17 @@ def test_retention_bytes_keeps_the_newest_segments_within_the_limit(tmp_path: Pa
     assert plog.size_bytes - plog.segments[0].size < 1000 < plog.size_bytes + sizes[0]
 
 
+def test_retention_leaves_compact_only_topics_alone(tmp_path: Path) -> None:
+    config = topic_config(segment_bytes=500, retention_ms=1000, retention_bytes=100)
+    config["cleanup.policy"] = "compact"
+    plog = open_log(tmp_path / "t-0", config)
+    for i in range(12):
+        plog.append_from_client(make_batch(P, 0, i, timestamp=TS + i, value=b"x" * 40, key=b"k"))
+    segments = len(plog.segments)
+    assert plog.apply_retention(now_ms=TS + 10**9) == 0
+    assert len(plog.segments) == segments and plog.log_start_offset == 0
+
+
 def test_delete_records_moves_log_start_and_drops_segments_below_it(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", topic_config(segment_bytes=500))
     _fill(plog, 12)

@@ -79,6 +79,7 @@ class _Settings:
     before_max_ms: int
     after_max_ms: int
     compacted: bool
+    deletes: bool  # cleanup.policy includes "delete": retention.ms/bytes apply
     flush_messages: int
     flush_ms: int
     retention_ms: int
@@ -104,6 +105,7 @@ class _Settings:
             before_max_ms=num("message.timestamp.before.max.ms", LONG_MAX),
             after_max_ms=num("message.timestamp.after.max.ms", LONG_MAX),
             compacted="compact" in str(config.get("cleanup.policy", "delete")),
+            deletes="delete" in str(config.get("cleanup.policy", "delete")),
             flush_messages=num("flush.messages", LONG_MAX),
             flush_ms=num("flush.ms", LONG_MAX),
             retention_ms=num("retention.ms", 604800000),
@@ -541,7 +543,7 @@ class PartitionLog:
                  if self._segments[i + 1].base_offset <= self.log_start_offset]
         self._delete_segments(below, "below the log start offset")
         deleted += len(below)
-        if s.retention_ms >= 0:
+        if s.retention_ms >= 0 and s.deletes:
             doomed = []
             for seg in self._segments:
                 if seg.is_empty or now_ms - seg.largest_timestamp <= s.retention_ms:
@@ -549,7 +551,7 @@ class PartitionLog:
                 doomed.append(seg)
             self._delete_segments(doomed, f"retention.ms {s.retention_ms}")
             deleted += len(doomed)
-        if s.retention_bytes >= 0:
+        if s.retention_bytes >= 0 and s.deletes:
             excess = self.size_bytes - s.retention_bytes
             doomed = []
             for seg in self._segments:

@@ -38,8 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("minikafka.groups")
 
-#: Kafka's OFFSET_METADATA_TOO_LARGE (not in :class:`ErrorCode`).
-OFFSET_METADATA_TOO_LARGE = 12
+OFFSET_METADATA_TOO_LARGE = ErrorCode.OFFSET_METADATA_TOO_LARGE
 #: How long a new member's JoinGroup may stay parked before it is dropped (Kafka: 5 minutes).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 #: The group type ListGroups v5 and DescribeGroups report.
@@ -89,8 +88,6 @@ class GroupCoordinator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._expiry_timer: asyncio.TimerHandle | None = None
-        #: completed rebalances (join -> new generation), for metrics and benchmarks
-        self.rebalances = 0
 
     def _now(self) -> int:
         return int(self.broker.clock())
@@ -164,7 +161,7 @@ class GroupCoordinator:
     def _after_durable(self, action: Callable[[int], None]) -> None:
         """Run ``action(error)`` once what was just appended is durable (at once without --fsync)."""
         assert self.store is not None
-        if self.store._flush is None:
+        if not self.store.fsync:
             action(ErrorCode.NONE)
             return
 
@@ -463,7 +460,6 @@ class GroupCoordinator:
             group.join_timer = self.loop.call_later(group.rebalance_timeout_ms / 1000, self._on_join_timer, group)
             return
         group.init_next_generation(self._now())
-        self.rebalances += 1
         if group.is_(S.EMPTY):
             log.info("group %r: generation %d is empty", group.group_id, group.generation_id)
             self._store_group_quietly(group)

@@ -7,6 +7,7 @@ from typing import Any
 from kafka.protocol.admin import DeleteRecordsResponse
 
 from minikafka.broker.context import RequestContext
+from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode, KafkaError
 
 
@@ -24,6 +25,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             low, error = -1, ErrorCode.NONE
             if partition_log is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif is_internal(topic.name):
+                error = ErrorCode.INVALID_TOPIC_EXCEPTION  # Kafka refuses to delete records of internal topics
             else:
                 try:
                     low = partition_log.delete_records(part.offset)

@@ -45,6 +45,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 error, message = ErrorCode.INVALID_REQUEST, f"cannot delete internal topic {name}"
             else:
                 logs.delete_topic(name)
+                if broker.groups is not None:
+                    broker.groups.on_topic_deleted(name)  # committed offsets go with the topic, as in Kafka
                 log.info("deleted topic %s", name)
         fields: dict[str, Any] = {"name": name, "error_code": error}
         if version >= 5:
