@@ -52,7 +52,7 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "connections.max.idle.ms": (int, 600000),
     # Hardening (docs/security.md): connection and memory limits beyond the ones above.
     "max.connections.per.ip.overrides": (str, ""),
-    "queued.max.request.bytes": (int, -1),
+    "socket.listen.backlog.size": (int, 1024),
     "sasl.server.max.receive.size": (int, 524288),
     "connection.failed.authentication.delay.ms": (int, 100),
     "minikafka.producer.state.max.entries": (int, 200000),

@@ -313,7 +313,7 @@ def test_valid_request_of_every_api_and_version_is_answered(fuzzed: Fuzzed, watc
 
 @pytest.mark.timeout(300)
 def test_mutated_request_bodies_are_answered_or_closed(fuzzed: Fuzzed, watch_logs: None) -> None:
-    @settings(FUZZ, max_examples=2400)
+    @settings(FUZZ, max_examples=4000)
     @given(data=st.data())
     def case(data: st.DataObject) -> None:
         payload, header_size = data.draw(seed_request(fuzzed))
@@ -325,7 +325,7 @@ def test_mutated_request_bodies_are_answered_or_closed(fuzzed: Fuzzed, watch_log
 
 @pytest.mark.timeout(300)
 def test_mutated_request_headers_are_answered_or_closed(fuzzed: Fuzzed, watch_logs: None) -> None:
-    @settings(FUZZ, max_examples=800)
+    @settings(FUZZ, max_examples=1200)
     @given(data=st.data())
     def case(data: st.DataObject) -> None:
         payload, header_size = data.draw(seed_request(fuzzed))
@@ -351,7 +351,7 @@ def test_random_frames_are_answered_or_closed(fuzzed: Fuzzed, watch_logs: None) 
         tags = draw(st.sampled_from([b"", b"\x00", b"\x01\x00\x00", b"\x02\x05\x01x"]))
         return head + tags + draw(st.binary(max_size=300))
 
-    @settings(FUZZ, max_examples=1000)
+    @settings(FUZZ, max_examples=1500)
     @given(payload=random_payload())
     def case(payload: bytes) -> None:
         run_case(fuzzed, payload, "random")
@@ -404,7 +404,7 @@ def test_mutated_record_batches_are_refused_without_touching_the_log(fuzzed: Fuz
                           value=draw(st.binary(max_size=64)))
         return draw(mutate(bytes(raw)))
 
-    @settings(FUZZ, max_examples=1200)
+    @settings(FUZZ, max_examples=2000)
     @given(records=batch(), version=st.integers(produce_spec.min_version, produce_spec.max_version),
            acks=st.sampled_from([-1, 1]))
     def case(records: bytes, version: int, acks: int) -> None:
@@ -486,7 +486,7 @@ def test_hostile_topic_and_group_names_never_reach_the_file_system(
             D(topic_names=[name], timeout_ms=1000),
         ]
 
-    @settings(FUZZ, max_examples=200)
+    @settings(FUZZ, max_examples=300)
     @given(name=NAMES)
     def case(name: str) -> None:
         CASES_RUN["names"] += 1
@@ -537,7 +537,7 @@ def test_mutated_sasl_exchanges_never_authenticate_a_wrong_secret(
         except OSError:
             return False
 
-    @settings(FUZZ, max_examples=400)
+    @settings(FUZZ, max_examples=600)
     @given(data=st.data())
     def case(data: st.DataObject) -> None:
         CASES_RUN["sasl"] += 1

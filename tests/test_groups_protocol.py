@@ -317,6 +317,20 @@ def test_rebalance_waits_for_every_member_and_the_leader_gets_all_metadata(gbrok
         assert describe(a, "g").group_state == "Stable"
 
 
+def test_a_protocol_named_twice_by_one_member_counts_once(gbroker: BrokerThread) -> None:
+    a, b = clients(gbroker, 2)
+    with a, b:
+        r = a.request(join("g", protocols=[("range", b"first"), ("range", b"second")]))
+        assert (r.error_code, r.protocol_name, [m.metadata for m in r.members]) == (NONE, "range", [b"first"])
+        a.request(sync("g", 1, r.member_id, {r.member_id: b"x"}))
+        join_b = join("g", protocols=[("range", b"b")])
+        b.send(join_b)
+        wait_rebalancing(a, "g", 1, r.member_id)
+        a.request(join("g", r.member_id, protocols=[("range", b"first"), ("range", b"second")]))
+        rb = b.recv(join_b)
+        assert (rb.error_code, rb.generation_id, rb.protocol_name) == (NONE, 2, "range")
+
+
 def test_sync_group_sends_each_member_its_own_assignment_and_fills_missing_ones(gbroker: BrokerThread) -> None:
     a, b = clients(gbroker, 2)
     with a, b:
@@ -782,3 +796,37 @@ def test_committed_offsets_expire_after_retention_as_kafka_expires_them(gbroker:
         names = {g.group_id for g in c.request(ListGroupsRequest[4](states_filter=[])).groups}
         assert names == {"live"}, "empty groups without offsets are removed"
         assert heartbeat(live, "live", generation, live_id) == NONE
+
+
+def _version_cases() -> list[tuple[str, int]]:
+    from minikafka.broker.dispatch import build_api_table
+
+    names = {"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "ListGroups"}
+    return [(spec.name, v) for spec in build_api_table().values() if spec.name in names
+            for v in range(spec.min_version, spec.max_version + 1)]
+
+
+@pytest.mark.parametrize(("api", "version"), _version_cases(), ids=lambda x: str(x))
+def test_every_version_of_the_membership_apis_answers_in_that_version(gbroker: BrokerThread, api: str,
+                                                                      version: int) -> None:
+    """Encoding check for every advertised version (the other group APIs are swept above)."""
+    with RawClient(gbroker.bootstrap) as c:
+        if api == "JoinGroup":
+            r = c.request(join(f"v{version}", version=version))
+            assert r.error_code == (MEMBER_ID_REQUIRED if version >= 4 else NONE)
+        elif api == "SyncGroup":
+            r = c.request(sync("unknown", 1, "m", {"m": b"x"}, version=version))
+            assert r.error_code == UNKNOWN_MEMBER_ID
+        elif api == "Heartbeat":
+            Request = HeartbeatRequest[version]
+            r = c.request(Request(group_id="unknown", generation_id=1, member_id="m"))
+            assert r.error_code == UNKNOWN_MEMBER_ID
+        elif api == "LeaveGroup":
+            Request = LeaveGroupRequest[version]
+            r = c.request(Request(group_id="unknown", member_id="m", members=[
+                Request.MemberIdentity(member_id="m", group_instance_id=None)]))
+            assert r.error_code == (UNKNOWN_MEMBER_ID if version < 3 else NONE)
+        else:
+            r = c.request(ListGroupsRequest[version]())
+            assert r.error_code == NONE
+        assert r.API_VERSION == version

@@ -10,6 +10,8 @@ import asyncio
 from typing import Any
 
 Key = tuple[str, int]
+#: Where a Fetch naming no partitions waits: only the broker's stop (notify_all) wakes it early.
+NO_PARTITIONS: Key = ("", -1)
 
 
 class FetchWaiters:
@@ -32,8 +34,11 @@ class FetchWaiters:
 
     async def wait(self, keys: list[Key], timeout: float) -> None:
         """Return when any of ``keys`` is appended to, or after ``timeout`` seconds."""
-        if timeout <= 0 or not keys:
+        if timeout <= 0:
             return
+        # A Fetch with no partitions waits its max_wait_ms too (as in Kafka); returning at once
+        # would make the handler's wait loop spin and block the event loop.
+        keys = keys or [NO_PARTITIONS]
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for key in keys:
             self._waiters.setdefault(key, set()).add(fut)

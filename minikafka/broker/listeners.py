@@ -15,8 +15,6 @@ overrides ``ssl.keystore.location`` for the listener named SASL_SSL.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import contextvars
 import functools
 import os
@@ -27,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from minikafka.broker.acceptor import Acceptor, bind_sockets
 from minikafka.config import BrokerConfig
 
 PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
@@ -238,7 +237,7 @@ class ListenerSet:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.listeners = [prepare(config, listener) for listener in parse_listeners(config)]
-        self.servers: list[asyncio.base_events.Server] = []
+        self.servers: list[Acceptor] = []
 
     @property
     def primary(self) -> Listener:
@@ -256,16 +255,16 @@ class ListenerSet:
 
     async def open(self, on_connect: Callable[..., Awaitable[None]]) -> None:
         """Bind every listener (all or none: a busy port closes the ones already open)."""
+        backlog = int(self.config.get("socket.listen.backlog.size"))
         try:
             for listener in self.listeners:
-                tls: dict[str, Any] = {}
-                if listener.ssl_context is not None:
-                    tls = {"ssl": listener.ssl_context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT}
-                server = await asyncio.start_server(
-                    functools.partial(on_connect, listener=listener), listener.host or self.config.host,
-                    listener.port, reuse_address=True, limit=1 << 20, **tls)
+                sockets = bind_sockets(listener.host or self.config.host, listener.port, backlog)
+                server = Acceptor(sockets, functools.partial(on_connect, listener=listener),
+                                  ssl_context=listener.ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
                 self.servers.append(server)
-                listener.port = server.sockets[0].getsockname()[1]
+                listener.port = sockets[0].getsockname()[1]
+            for server in self.servers:
+                server.start()
         except BaseException:
             self.close()
             raise
@@ -275,10 +274,9 @@ class ListenerSet:
         for server in self.servers:
             server.close()
 
-    async def wait_closed(self, timeout: float = 1.0) -> None:
+    async def wait_closed(self) -> None:
         for server in self.servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), timeout)
+            await server.wait_closed()
 
     def describe(self) -> str:
         return ", ".join(f"{listener.name}://{listener.host or self.config.host}:{listener.port} "

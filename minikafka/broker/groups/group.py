@@ -125,6 +125,11 @@ class Member:
                 f"session={self.session_timeout_ms}, rebalance={self.rebalance_timeout_ms})")
 
 
+def _names(protocols: list[tuple[str, bytes]]) -> set[str]:
+    """A member's protocol names, each once (a request may repeat a name)."""
+    return {name for name, _ in protocols}
+
+
 def subscribed_topics(metadata: bytes) -> set[str]:
     """Topics of a consumer-protocol subscription (version 0 is a prefix of every version)."""
     pos = 2
@@ -224,7 +229,7 @@ class Group:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
-        self.supported_protocols.update(name for name, _ in member.protocols)
+        self.supported_protocols.update(_names(member.protocols))
         member.join_future = join_future
         if join_future is not None:
             self.num_awaiting_join += 1
@@ -235,7 +240,7 @@ class Group:
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
         if member is not None:
-            self.supported_protocols.subtract(name for name, _ in member.protocols)
+            self.supported_protocols.subtract(_names(member.protocols))
             if member.awaiting_join:
                 self.num_awaiting_join -= 1
             if member.group_instance_id is not None:
@@ -251,9 +256,9 @@ class Group:
 
     def update_member(self, member: Member, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
                       session_timeout_ms: int, join_future: asyncio.Future[JoinResult] | None) -> None:
-        self.supported_protocols.subtract(name for name, _ in member.protocols)
+        self.supported_protocols.subtract(_names(member.protocols))
         member.protocols = protocols
-        self.supported_protocols.update(name for name, _ in protocols)
+        self.supported_protocols.update(_names(protocols))
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         if member.join_future is not None and member.join_future is not join_future:

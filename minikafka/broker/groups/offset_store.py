@@ -207,6 +207,11 @@ class OffsetStore:
             self._apply(key, value)
         self._maybe_compact()
 
+    @property
+    def fsync(self) -> bool:
+        """Whether changes are fsynced before they are acknowledged (``--fsync``)."""
+        return self._flush is not None
+
     async def sync(self) -> None:
         """Wait until what was appended is on disk (only with ``--fsync``)."""
         if self._flush is not None and self._log is not None:

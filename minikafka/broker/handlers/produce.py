@@ -15,6 +15,7 @@ from typing import Any
 from kafka.protocol.producer import ProduceResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
+from minikafka.broker.limits import admit_producer
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage.batch import (
@@ -100,6 +101,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         _is_transactional(p.records) for t in request.topic_data for p in t.partition_data
     )
     min_isr = broker.config.get("min.insync.replicas")
+    max_producers = broker.config.get("minikafka.producer.state.max.entries")
     appended: list[Any] = []
     failed = False
     topics_out = []
@@ -130,6 +132,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if acks == -1 and min_isr > 1:
                     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                      f"the in-sync replica set (1) is smaller than min.insync.replicas ({min_isr})")
+                admit_producer(partition_log, batch, max_producers)  # [limits] bounded producer state
                 result = partition_log.append_from_client(batch)
                 base_offset = result.base_offset
                 append_time = result.log_append_time
