@@ -118,3 +118,11 @@ def test_metadata_auto_creates_with_num_partitions_and_refuses_when_disabled(
                                                 allow_auto_topic_creation=True))
     assert response.topics[0].error_code == 3
     assert "nope" not in strict.broker.logs.topics()
+
+
+def test_delete_records_refuses_internal_topics(broker: BrokerThread) -> None:
+    from tests.scenario_helpers import delete_records
+
+    assert "__consumer_offsets" in broker.broker.logs.topics()
+    with RawClient(broker.bootstrap) as c:
+        assert delete_records(c, "__consumer_offsets", 0).error_code == 17
