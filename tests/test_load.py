@@ -34,7 +34,8 @@ def test_small_load_run_loses_and_duplicates_nothing_and_stays_bounded() -> None
     assert (result.lost_batches, result.duplicated_batches, result.misplaced_batches, result.unexpected_batches) == (
         0, 0, 0, 0), summary
     assert result.duplicate_retries > 0 and result.duplicate_mismatches == 0, summary
-    assert result.slowest_connection_batches > 0, summary  # every connection made progress
+    # nobody starved: every connection got at least a fifth of the average share
+    assert result.slowest_connection_batches * 5 >= result.batches_acked / cfg.connections, summary
     assert result.latency_ms_p99 < 2000, summary
     assert result.hostile_closed_by_broker == result.hostile_total, summary
     assert 0 < result.rss_mb_peak < 400, summary

@@ -141,6 +141,7 @@ def aiokafka_roundtrip(bootstrap: str, pki: Pki, mechanism: str, topic: str, rec
                                for m in msgs)
         finally:
             await consumer.stop()
+            await asyncio.sleep(0.1)  # let closing transports finish before asyncio.run closes the loop
         return got
 
     return asyncio.run(run())
@@ -216,6 +217,7 @@ def aiokafka_refused(bootstrap: str, pki: Pki, mechanism: str, caplog: pytest.Lo
                 await producer.start()
         finally:
             await producer.stop()
+            await asyncio.sleep(0.1)  # let the refused connection's close callbacks run before the loop ends
 
     asyncio.run(run())
     collect_client_leaks()
