@@ -41,6 +41,8 @@ def serve(*args: str, data_dir: str | None = None) -> Iterator[tuple[str, subpro
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait(30)
+        proc.stdout.close()
 
 
 def plain_write_seconds(total_bytes: int, directory: str, chunk: int = 1 << 20) -> float:
