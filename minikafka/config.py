@@ -56,6 +56,9 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "sasl.server.max.receive.size": (int, 524288),
     "connection.failed.authentication.delay.ms": (int, 100),
     "minikafka.producer.state.max.entries": (int, 200000),
+    # Partitions are created on the event loop (about 1 ms each): a bound keeps one CreateTopics or
+    # CreatePartitions request from stalling every other client for seconds.
+    "minikafka.topic.max.partitions": (int, 1000),
     # Listeners in Kafka's form; an empty "listeners" keeps the one PLAINTEXT listener on --host/--port.
     "listeners": (str, ""),
     "advertised.listeners": (str, ""),

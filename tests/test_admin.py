@@ -126,3 +126,14 @@ def test_delete_records_refuses_internal_topics(broker: BrokerThread) -> None:
     assert "__consumer_offsets" in broker.broker.logs.topics()
     with RawClient(broker.bootstrap) as c:
         assert delete_records(c, "__consumer_offsets", 0).error_code == 17
+
+
+def test_partition_count_is_bounded_per_topic(start_broker: object) -> None:
+    broker = start_broker(config={"minikafka.topic.max.partitions": "8"})  # type: ignore[operator]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with pytest.raises(KafkaException, match="INVALID_PARTITIONS"):
+        admin.create_topics([NewTopic("wide", 9, 1)])["wide"].result(10)
+    admin.create_topics([NewTopic("wide", 8, 1)])["wide"].result(10)
+    with pytest.raises(KafkaException, match="INVALID_PARTITIONS"):
+        admin.create_partitions([NewPartitions("wide", 9)])["wide"].result(10)
+    assert broker.broker.logs.topics()["wide"].partitions == 8

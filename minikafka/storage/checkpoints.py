@@ -37,19 +37,24 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` durably: tmp file, fsync, rename, fsync of the directory."""
+def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
+    """Replace ``path`` with ``data``: tmp file, rename, and (``durable``) fsyncs of file and directory.
+
+    ``durable=False`` is for files the broker can rebuild at load from what is durable elsewhere.
+    """
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 # ---------------------------------------------------------------------- uuids
@@ -140,12 +145,17 @@ def write_meta_properties(path: Path, cluster_id: str, node_id: int) -> None:
 def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
     if topic_id.int == 0:
         raise ValueError("the zero uuid is not a valid topic id")
-    atomic_write(directory / PARTITION_METADATA, f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}".encode())
+    # Not fsynced: the topic id is durable in the topic catalogue, and loading rewrites this file
+    # when it is missing or disagrees (creating thousands of partitions must not cost seconds).
+    atomic_write(directory / PARTITION_METADATA, f"version: 0\ntopic_id: {uuid_to_base64(topic_id)}".encode(),
+                 durable=False)
 
 
 def write_leader_epoch_checkpoint(directory: Path, leader_epoch: int = 0, start_offset: int = 0) -> None:
     """``leader-epoch-checkpoint``: a single node leads every partition in one epoch from its start."""
-    atomic_write(directory / "leader-epoch-checkpoint", f"0\n1\n{leader_epoch} {start_offset}\n".encode())
+    # Not fsynced: its content is fixed for a single node and it is rewritten at every partition creation.
+    atomic_write(directory / "leader-epoch-checkpoint", f"0\n1\n{leader_epoch} {start_offset}\n".encode(),
+                 durable=False)
 
 
 def read_partition_metadata(directory: Path) -> uuid.UUID | None:

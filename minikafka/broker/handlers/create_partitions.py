@@ -7,7 +7,7 @@ from typing import Any
 from kafka.protocol.admin import CreatePartitionsResponse
 
 from minikafka.broker.context import RequestContext
-from minikafka.broker.handlers.create_topics import MAX_PARTITIONS
+from minikafka.broker.handlers.create_topics import LIMIT_SETTING
 from minikafka.errors import ErrorCode
 
 
@@ -30,8 +30,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 f"topic currently has {info.partitions} partitions, which is higher than the requested {topic.count}")
         elif topic.count == info.partitions:
             error, message = ErrorCode.INVALID_PARTITIONS, f"topic already has {info.partitions} partitions"
-        elif topic.count > MAX_PARTITIONS:
-            error, message = ErrorCode.INVALID_PARTITIONS, "too many partitions"
+        elif topic.count > broker.config.get(LIMIT_SETTING):
+            error, message = ErrorCode.INVALID_PARTITIONS, (
+                f"{topic.count} partitions exceed {LIMIT_SETTING}={broker.config.get(LIMIT_SETTING)}")
         elif topic.assignments is not None and (
             len(topic.assignments) != topic.count - info.partitions
             or any(list(a.broker_ids) != [broker.node_id] for a in topic.assignments)

@@ -13,7 +13,7 @@ from minikafka.config import parse_topic_configs
 from minikafka.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("minikafka.admin")
-MAX_PARTITIONS = 100_000
+LIMIT_SETTING = "minikafka.topic.max.partitions"
 
 
 def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, dict[str, Any]]:
@@ -45,8 +45,11 @@ def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, d
             topic.replication_factor if topic.replication_factor != -1
             else broker.config.get("default.replication.factor")
         )
-    if partitions <= 0 or partitions > MAX_PARTITIONS:
+    if partitions <= 0:
         raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
+    if partitions > broker.config.get(LIMIT_SETTING):
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                         f"{partitions} partitions exceed {LIMIT_SETTING}={broker.config.get(LIMIT_SETTING)}")
     if replication <= 0:
         raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
     if replication > 1:
