@@ -153,7 +153,7 @@ def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
 
 def write_leader_epoch_checkpoint(directory: Path, leader_epoch: int = 0, start_offset: int = 0) -> None:
     """``leader-epoch-checkpoint``: a single node leads every partition in one epoch from its start."""
-    # Not fsynced: its content is fixed for a single node and it is rewritten at every partition creation.
+    # Not fsynced: its content is fixed for a single node, and loading writes it again when it is missing.
     atomic_write(directory / "leader-epoch-checkpoint", f"0\n1\n{leader_epoch} {start_offset}\n".encode(),
                  durable=False)
 

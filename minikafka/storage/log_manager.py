@@ -200,6 +200,8 @@ class LogManager:
                     log.warning("%s: partition.metadata has topic id %s, the catalogue %s: rewriting it",
                                 directory.name, stored, info.topic_id)
                 ckpt.write_partition_metadata(directory, info.topic_id)
+            if not (directory / "leader-epoch-checkpoint").exists():
+                ckpt.write_leader_epoch_checkpoint(directory)
         except Exception as e:  # one bad partition must not stop the broker
             log.exception("%s-%d: cannot open the partition: it stays offline", info.name, partition)
             self.offline[key] = str(e)
