@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 
+from bench._produce import produce_all
 from bench._serve import serve
 
 TOPIC = "bench-export"
@@ -66,31 +67,13 @@ def produce(bootstrap: str, records: int, value_size: int, codec: str, payload: 
         "queue.buffering.max.kbytes": 1_048_576,
         "compression.type": codec,
     })
-    errors: list[object] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            errors.append(err)
-
     pool = payload_pool(payload)
     chunk = []
     for i in range(1000):
         start = (i * 7919) % (len(pool) - value_size)
         chunk.append({"key": b"key-%06d" % i, "value": pool[start : start + value_size], "partition": i % 2})
     started = time.perf_counter()
-    sent = 0
-    while sent < records:
-        batch = chunk[: records - sent]
-        try:
-            queued = producer.produce_batch(TOPIC, batch, on_delivery=on_delivery)
-        except BufferError:
-            queued = 0
-        sent += queued
-        if queued < len(batch):
-            producer.poll(0.005)
-    left = producer.flush(600)
-    if left or errors:
-        raise RuntimeError(f"{left} undelivered, errors: {errors[:3]}")
+    produce_all(producer, TOPIC, chunk, records, 600)
     return time.perf_counter() - started
 
 

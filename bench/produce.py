@@ -17,6 +17,7 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench._produce import produce_all
 from bench._serve import plain_write_seconds, serve
 
 
@@ -30,31 +31,11 @@ def produce_seconds(bootstrap: str, topic: str, records: int, value: bytes, idem
         "queue.buffering.max.kbytes": 1_048_576,
         "compression.type": "none",
     })
-    errors: list[object] = []
-
-    def on_delivery(err: object, _msg: object) -> None:
-        if err is not None:
-            errors.append(err)
-
     producer.produce(topic, value=b"warm-up")  # metadata and producer id before the clock starts
     producer.flush(30)
-    chunk = [{"value": value} for _ in range(1000)]
     started = time.perf_counter()
-    sent = 0
-    while sent < records:
-        batch = chunk[: records - sent]
-        try:
-            queued = producer.produce_batch(topic, batch, on_delivery=on_delivery)
-        except BufferError:
-            queued = 0
-        sent += queued
-        if queued < len(batch):
-            producer.poll(0.005)
-    left = producer.flush(300)
-    elapsed = time.perf_counter() - started
-    if left or errors:
-        raise RuntimeError(f"{left} undelivered, errors: {errors[:3]}")
-    return elapsed
+    produce_all(producer, topic, [{"value": value} for _ in range(1000)], records, 300)
+    return time.perf_counter() - started
 
 
 def main() -> None:
