@@ -12,11 +12,11 @@ import asyncio
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.protocol.framing import FrameTooLarge, frame, read_frame
-from minikafka.protocol.headers import MalformedRequest, parse_request_header, response_header
+from minikafka.protocol.headers import MalformedRequest, RequestHeader, parse_request_header, response_header
 from minikafka.protocol.nulls import check_request_nulls
 
 if TYPE_CHECKING:
@@ -147,11 +147,18 @@ class Connection:
             log.exception("unexpected error handling %s v%d from %s", spec.name, header.api_version, self.peer)
             return False
         if response is not None:
-            flexible = spec.flexible(header.api_version) and header.api_key != API_VERSIONS_KEY
-            body = response.encode(version=header.api_version)
-            self.send(header.correlation_id, flexible, body)
+            self.answer(header, response)
         broker.metrics.observe_request(spec.name, time.perf_counter() - started, len(payload) + 4)
         return True
+
+    def answer(self, header: RequestHeader, response: Any) -> None:
+        """Queue ``response`` to the request ``header`` describes, in that request's version.
+
+        Flexible requests get response header v1, except ApiVersions, whose response header is
+        always v0 (KIP-511).
+        """
+        flexible = header.flexible and header.api_key != API_VERSIONS_KEY
+        self.send(header.correlation_id, flexible, response.encode(version=header.api_version))
 
     def send(self, correlation_id: int, flexible: bool, body: bytes | bytearray) -> None:
         if self.closed:

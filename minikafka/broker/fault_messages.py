@@ -49,24 +49,23 @@ def _struct_arrays(obj: Any) -> Iterator[tuple[str, Any]]:
             yield name, field
 
 
-def _topic_name(entry: Any) -> str | None:
+def _first_field(entry: Any, names: tuple[str, ...], kind: type) -> Any:
+    """The value of the first of ``names`` that ``entry`` has and that is a ``kind``, else None."""
     fields = _fields(entry)
-    for name in _TOPIC_FIELDS:
+    for name in names:
         if name in fields:
             value = getattr(entry, name)
-            if isinstance(value, str):
+            if isinstance(value, kind):
                 return value
     return None
+
+
+def _topic_name(entry: Any) -> str | None:
+    return _first_field(entry, _TOPIC_FIELDS, str)
 
 
 def _partition_number(entry: Any) -> int | None:
-    fields = _fields(entry)
-    for name in _PARTITION_FIELDS:
-        if name in fields:
-            value = getattr(entry, name)
-            if isinstance(value, int):
-                return value
-    return None
+    return _first_field(entry, _PARTITION_FIELDS, int)
 
 
 def _item_has(field: Any, names: tuple[str, ...]) -> bool:

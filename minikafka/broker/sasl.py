@@ -28,7 +28,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from minikafka.config import BrokerConfig
 from minikafka.protocol.framing import frame
@@ -357,13 +357,6 @@ class SaslSession:
             log.info("%s authenticated as %s with %s on listener %s", conn.peer, self.principal,
                      self.server.mechanism if self.server else "?", self.listener.name)
         return True
-
-
-def encode_response(ctx: Any, response: Any) -> None:
-    """Queue ``response`` to the request ``ctx`` is answering (for answers sent before a close)."""
-    header = ctx.header
-    flexible = ctx.broker.request_is_flexible(header.api_key, header.api_version)
-    ctx.connection.send(header.correlation_id, flexible, response.encode(version=header.api_version))
 
 
 async def delay_close(config: BrokerConfig) -> None:

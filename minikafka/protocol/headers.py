@@ -24,6 +24,7 @@ class RequestHeader:
     correlation_id: int
     client_id: str | None
     size: int  # bytes the header occupies in the frame
+    flexible: bool  # header v2; the response then uses header v1 (ApiVersions excepted)
 
 
 def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -76,9 +77,10 @@ def parse_request_header(frame: bytes | memoryview, flexible_of: object) -> Requ
         pos += client_len
     elif client_len != -1:
         raise MalformedRequest(f"negative client id length {client_len}")
-    if flexible_of(api_key, api_version):  # type: ignore[operator]
+    flexible = bool(flexible_of(api_key, api_version))  # type: ignore[operator]
+    if flexible:
         pos = skip_tagged_fields(frame, pos)
-    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos, flexible)
 
 
 def response_header(correlation_id: int, flexible: bool) -> bytes:

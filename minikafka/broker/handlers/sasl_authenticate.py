@@ -12,7 +12,7 @@ from typing import Any
 from kafka.protocol.sasl import SaslAuthenticateResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
-from minikafka.broker.sasl import SaslFailure, SaslSession, delay_close, encode_response
+from minikafka.broker.sasl import SaslFailure, SaslSession, delay_close
 from minikafka.errors import ErrorCode
 
 log = logging.getLogger("minikafka.sasl")
@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         mechanism = session.server.mechanism if session.server else "?"
         log.warning("closing connection from %s: SASL %s authentication failed: %s", ctx.connection.peer,
                     mechanism, exc)
-        encode_response(ctx, _response(version, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)))
+        ctx.connection.answer(ctx.header, _response(version, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)))
         await delay_close(ctx.broker.config)
         raise CloseConnection("SASL authentication failed") from None
     if session.complete:

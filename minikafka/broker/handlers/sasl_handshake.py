@@ -13,7 +13,7 @@ from typing import Any
 from kafka.protocol.sasl import SaslHandshakeResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
-from minikafka.broker.sasl import SaslSession, delay_close, encode_response
+from minikafka.broker.sasl import SaslSession, delay_close
 from minikafka.errors import ErrorCode
 
 log = logging.getLogger("minikafka.sasl")
@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if mechanism not in enabled:
         log.warning("closing connection from %s: SASL mechanism %r is not enabled on listener %s (enabled: %s)",
                     ctx.connection.peer, mechanism, session.listener.name, ", ".join(enabled))
-        encode_response(ctx, Response(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
+        ctx.connection.answer(ctx.header, Response(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
         await delay_close(ctx.broker.config)
         raise CloseConnection(f"unsupported SASL mechanism {mechanism!r}")
     session.begin(mechanism, ctx.api_version)
