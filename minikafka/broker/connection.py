@@ -3,7 +3,7 @@
 Kafka mutes a connection while one of its requests is in progress, so pipelined requests are
 handled one after another (reference §0.1 rule 9). Here the same falls out of a single loop per
 connection: read a frame, handle it to completion, queue its response, read the next.
-Different connections run concurrently on the event loop.
+Different connections run concurrently on the event loop and take turns, one request each.
 """
 
 from __future__ import annotations
@@ -84,6 +84,11 @@ class Connection:
                     return
                 if self.writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                     await self.writer.drain()
+                else:
+                    # One request per connection per turn of the event loop: a client that
+                    # pipelines must not hold the loop while other connections wait (Kafka
+                    # queues requests from all connections in one FIFO).
+                    await asyncio.sleep(0)
         except (ConnectionError, OSError) as exc:
             log.info("connection from %s ended: %s", self.peer, exc)
         finally:
