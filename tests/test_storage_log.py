@@ -131,6 +131,22 @@ def test_crc_mismatch_and_short_batch_are_corrupt_message(plog: PartitionLog) ->
     assert _code(plog, short) == ErrorCode.CORRUPT_MESSAGE
 
 
+def _corrupt(producer_id: int, epoch: int, base_sequence: int) -> bytearray:
+    batch = make_batch(producer_id, epoch, base_sequence)
+    batch[-1] ^= 0x01
+    return batch
+
+
+def test_corrupt_batch_is_corrupt_message_before_sequence_epoch_and_duplicate_answers(plog: PartitionLog) -> None:
+    plog.append_from_client(make_batch(P, 1, 0))
+    size = plog.segments[-1].size
+    assert _code(plog, _corrupt(P, 1, 7)) == ErrorCode.CORRUPT_MESSAGE  # not 45
+    assert _code(plog, _corrupt(P, 0, 1)) == ErrorCode.CORRUPT_MESSAGE  # not 47
+    assert _code(plog, _corrupt(P, 1, 0)) == ErrorCode.CORRUPT_MESSAGE  # not a duplicate answer
+    assert plog.log_end_offset == 1 and plog.segments[-1].size == size
+    assert plog.append_from_client(make_batch(P, 1, 1)).base_offset == 1  # the state did not move
+
+
 def test_undefined_codec_is_corrupt_message(plog: PartitionLog) -> None:
     batch = make_batch()
     struct.pack_into(">h", batch, 21, 5)
