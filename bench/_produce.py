@@ -2,7 +2,29 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
+
+#: The producer settings every produce benchmark uses (plus bootstrap and idempotence).
+PRODUCER_CONFIG: dict[str, Any] = {
+    "acks": "all",
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "compression.type": "none",
+}
+
+
+def spread_chunk(producer: Any, topic: str, value: bytes, size: int = 1000) -> list[dict[str, Any]]:
+    """``produce_batch`` entries that cycle through every partition of ``topic``.
+
+    Explicit partitions instead of librdkafka's sticky partitioner (which sends keyless records
+    to one partition for ``sticky.partitioning.linger.ms`` at a time): librdkafka keeps only one
+    idempotent request in flight per partition, so records sent to one partition at a time would
+    measure that limit rather than the broker."""
+    partitions = len(producer.list_topics(topic, timeout=30).topics[topic].partitions)
+    return [{"value": value, "partition": i % partitions} for i in range(size)]
 
 
 def produce_all(producer: Any, topic: str, chunk: list[dict[str, Any]], records: int, flush_timeout: float) -> None:
@@ -27,3 +49,65 @@ def produce_all(producer: Any, topic: str, chunk: list[dict[str, Any]], records:
     left = producer.flush(flush_timeout)
     if left or errors:
         raise RuntimeError(f"{left} undelivered, errors: {errors[:3]}")
+
+
+def concurrent_mb_per_s(
+    runs: dict[str, tuple[dict[str, Any], str]], value: bytes, seconds: float, warmup: float
+) -> dict[str, float]:
+    """Run one producer per entry of ``runs`` (name -> (config, topic)) at the same time, each fed
+    by its own thread, for ``seconds``; return each one's delivered MB/s over the window that
+    starts ``warmup`` seconds in.
+
+    Producers that run side by side meet the same machine at the same moment, so the ratio of
+    their rates is not blurred by the drift between rounds that a 2-core machine shows (runs of
+    one mode alone vary by a factor of two there)."""
+    from confluent_kafka import Producer
+
+    producers = {name: Producer(conf) for name, (conf, _topic) in runs.items()}
+    for name, producer in producers.items():
+        producer.produce(runs[name][1], value=b"warm-up")  # metadata and producer id first
+        if producer.flush(30):
+            raise RuntimeError(f"{name}: warm-up record not delivered")
+    chunks = {name: spread_chunk(producer, runs[name][1], value) for name, producer in producers.items()}
+    delivered = dict.fromkeys(runs, 0)
+    errors: list[object] = []
+    stop = threading.Event()
+    start = threading.Barrier(len(runs) + 1)
+    window = [0.0, 0.0]
+
+    def feed(name: str) -> None:
+        producer, topic, chunk = producers[name], runs[name][1], chunks[name]
+
+        def on_delivery(err: object, msg: Any) -> None:
+            if err is not None:
+                errors.append(err)
+            elif window[0] <= time.perf_counter() <= window[1]:
+                delivered[name] += len(msg)
+
+        start.wait()
+        try:
+            while not stop.is_set():
+                try:
+                    queued = producer.produce_batch(topic, chunk, on_delivery=on_delivery)
+                except BufferError:
+                    queued = 0
+                producer.poll(0.005 if queued < len(chunk) else 0)
+        except Exception as exc:  # reported by the caller, not lost on this thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=feed, args=(name,), name=f"feed-{name}") for name in runs]
+    for thread in threads:
+        thread.start()
+    now = time.perf_counter()
+    window[:] = [now + warmup, now + seconds]
+    start.wait()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
+    for name, producer in producers.items():
+        if producer.flush(120):
+            raise RuntimeError(f"{name}: records left undelivered")
+    if errors:
+        raise RuntimeError(f"delivery errors: {errors[:3]}")
+    return {name: count / (seconds - warmup) / 1e6 for name, count in delivered.items()}

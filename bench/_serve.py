@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -13,9 +14,16 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def serve(*args: str, data_dir: str | None = None) -> Iterator[tuple[str, subprocess.Popen[str], str]]:
-    """Yield (bootstrap, process, data dir); the broker is stopped with SIGTERM afterwards."""
-    directory = data_dir or tempfile.mkdtemp(prefix="minikafka-bench-", dir=os.environ.get("BENCH_DIR"))
+def serve(
+    *args: str, data_dir: str | None = None, data_dir_base: str | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str], str]]:
+    """Yield (bootstrap, process, data dir); the broker is stopped with SIGTERM afterwards.
+
+    Without ``data_dir`` a fresh one is made under ``data_dir_base`` (default: ``$BENCH_DIR`` or
+    the temp dir) and removed afterwards."""
+    made = data_dir is None
+    directory = data_dir or tempfile.mkdtemp(prefix="minikafka-bench-",
+                                             dir=data_dir_base or os.environ.get("BENCH_DIR"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "minikafka", "serve", "--port", "0", "--data-dir", directory,
          "--log-level", "WARNING", *args],
@@ -43,6 +51,8 @@ def serve(*args: str, data_dir: str | None = None) -> Iterator[tuple[str, subpro
             proc.kill()
             proc.wait(30)
         proc.stdout.close()
+        if made:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def plain_write_seconds(total_bytes: int, directory: str, chunk: int = 1 << 20) -> float:

@@ -1,12 +1,18 @@
 """What idempotence costs: produce throughput with it on vs off, and memory per tracked producer.
 
-Throughput: confluent-kafka, 1 KiB values, acks=all, against one ``minikafka serve`` process;
-rounds alternate off/on so drift hits both alike; the median ratio is printed (target >= 0.97).
-Memory: bytes per tracked producer in a partition's producer state with 10,000 producers, each
-with a full five-batch window and with a single batch, measured with tracemalloc on the real
-ProducerStateManager fed real batch headers.
+Throughput: confluent-kafka, 1 KiB values, acks=all, against one ``minikafka serve`` process. An
+idempotent and a non-idempotent producer run side by side for a few seconds per round, each to
+its own topic, both with max.in.flight 5; the median ratio of their delivered MB/s is printed for
+a 3-partition topic (target >= 0.97) and for a 1-partition one. librdkafka keeps only one
+idempotent request in flight per partition (its idempotent in-flight limit of 5 is compared
+with the count of *messages* in flight), so with one partition the ratio measures the round
+trip of one request rather than the cost of idempotence; docs/benchmarks.md has the details.
+Broker side: PartitionLog appends with and without a producer id. Memory: bytes per tracked
+producer in a partition's producer state with 10,000 producers, each with a full five-batch
+window and with a single batch, measured with tracemalloc on the real ProducerStateManager fed
+real batch headers.
 
-    .venv/bin/python -m bench.idempotence [--records 200000] [--rounds 5] [--producers 10000]
+    .venv/bin/python -m bench.idempotence [--rounds 5] [--seconds 3] [--partitions 3] [--producers 10000]
 """
 
 from __future__ import annotations
@@ -21,8 +27,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench._produce import PRODUCER_CONFIG, concurrent_mb_per_s
 from bench._serve import serve
-from bench.produce import produce_seconds
 from minikafka.storage.batch import BatchHeader
 from minikafka.storage.producer_state import ProducerStateManager
 
@@ -87,33 +93,49 @@ def broker_side_append_ratio(batches: int, rounds: int) -> list[float]:
     return ratios
 
 
+def side_by_side_ratios(bootstrap: str, partitions: int, rounds: int, value: bytes, seconds: float) -> list[float]:
+    """Per round: MB/s of an idempotent producer over MB/s of a non-idempotent one running at the
+    same time against the same broker, each to its own topic with ``partitions`` partitions.
+
+    Both use ``max.in.flight.requests.per.connection=5``, the most librdkafka allows an idempotent
+    producer, so that idempotence is the only difference between the two. Topics are deleted
+    after each round so the data dir stays small."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    ratios = []
+    for r in range(rounds):
+        topics = {mode: f"idem-{mode}-{partitions}p-{r}" for mode in ("off", "on")}
+        for fut in admin.create_topics([NewTopic(t, partitions, 1) for t in topics.values()]).values():
+            fut.result(30)
+        order = ("off", "on") if r % 2 == 0 else ("on", "off")  # neither thread always starts first
+        runs = {mode: ({**PRODUCER_CONFIG, "bootstrap.servers": bootstrap, "enable.idempotence": mode == "on",
+                        "max.in.flight.requests.per.connection": 5}, topics[mode]) for mode in order}
+        rates = concurrent_mb_per_s(runs, value, seconds, warmup=0.5)
+        ratios.append(rates["on"] / rates["off"])
+        print(f"  {partitions} partition(s), round {r + 1}: off {rates['off']:.0f} MB/s, on {rates['on']:.0f} MB/s, "
+              f"on/off {ratios[-1]:.3f}", flush=True)
+        for fut in admin.delete_topics(list(topics.values())).values():
+            fut.result(30)
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each side-by-side round")
     parser.add_argument("--value-size", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--producers", type=int, default=10_000)
     args = parser.parse_args()
     value = os.urandom(args.value_size)
-    off: list[float] = []
-    on: list[float] = []
-    with serve() as (bootstrap, _proc, _dir):
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        topics = [f"idem-{mode}-{r}" for r in range(args.rounds) for mode in ("off", "on")]
-        for fut in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
-            fut.result(30)
-        for r in range(args.rounds):
-            os.sync()
-            off.append(produce_seconds(bootstrap, f"idem-off-{r}", args.records, value, False))
-            os.sync()
-            on.append(produce_seconds(bootstrap, f"idem-on-{r}", args.records, value, True))
-    mb = args.records * args.value_size / 1e6
-    ratios = [a / b for a, b in zip(off, on, strict=True)]
-    print(f"records={args.records} value={args.value_size}B, {args.rounds} alternating rounds")
-    print("idempotence off MB/s:", " ".join(f"{mb / s:.0f}" for s in off))
-    print("idempotence on  MB/s:", " ".join(f"{mb / s:.0f}" for s in on))
-    print(f"on/off throughput ratio: median {statistics.median(ratios):.3f} "
-          f"(min {min(ratios):.3f}, max {max(ratios):.3f})")
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    print(f"value={args.value_size}B, acks=all, {args.rounds} rounds of {args.seconds:.0f} s, data dir in {base or 'tmp'}")
+    results = {}
+    with serve(data_dir_base=base) as (bootstrap, _proc, _dir):
+        for partitions in (args.partitions, 1):
+            results[partitions] = side_by_side_ratios(bootstrap, partitions, args.rounds, value, args.seconds)
+    for partitions, ratios in results.items():
+        print(f"on/off throughput ratio, {partitions} partition(s): median {statistics.median(ratios):.3f} "
+              f"(min {min(ratios):.3f}, max {max(ratios):.3f})")
     side = broker_side_append_ratio(64, 5)
     print(f"broker-side append, 1 MiB batches, without/with producer id: median {statistics.median(side):.3f} "
           f"(min {min(side):.3f}, max {max(side):.3f})")

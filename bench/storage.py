@@ -141,12 +141,12 @@ def main() -> None:
         append_ratios.append(ratio_w)
         read_ratios.append(ratio_r)
         print(f"run {run + 1}: append {mib / ours_w:8.0f} MiB/s vs os.write {mib / plain_w:8.0f} MiB/s "
-              f"(ratio {ratio_w:.2f}); read {total / MIB / ours_r:8.0f} MiB/s vs os.pread "
-              f"{total / MIB / plain_r:8.0f} MiB/s (ratio {ratio_r:.2f})")
+              f"(ratio {ratio_w:.3f}); read {total / MIB / ours_r:8.0f} MiB/s vs os.pread "
+              f"{total / MIB / plain_r:8.0f} MiB/s (ratio {ratio_r:.3f})")
     append, read = statistics.median(append_ratios), statistics.median(read_ratios)
     verdict = "OK" if append >= 0.8 and read >= 0.8 else "BELOW TARGET"
-    print(f"median of {args.repeat} runs: append ratio {append:.2f} (min {min(append_ratios):.2f}), "
-          f"read ratio {read:.2f} (min {min(read_ratios):.2f}); target >= 0.8: {verdict}")
+    print(f"median of {args.repeat} runs: append ratio {append:.3f} (min {min(append_ratios):.3f}), "
+          f"read ratio {read:.3f} (min {min(read_ratios):.3f}); target >= 0.8: {verdict}")
 
 
 if __name__ == "__main__":
