@@ -27,6 +27,30 @@ def spread_chunk(producer: Any, topic: str, value: bytes, size: int = 1000) -> l
     return [{"value": value, "partition": i % partitions} for i in range(size)]
 
 
+def ready_producer(config: dict[str, Any], topic: str, value: bytes) -> tuple[Any, list[dict[str, Any]]]:
+    """A producer that has delivered one record to ``topic`` (so metadata and its producer id are
+    in place before any clock starts), and its :func:`spread_chunk` of ``value``."""
+    from confluent_kafka import Producer
+
+    producer = Producer(config)
+    producer.produce(topic, value=b"warm-up")
+    if producer.flush(30):
+        raise RuntimeError(f"warm-up record to {topic} not delivered")
+    return producer, spread_chunk(producer, topic, value)
+
+
+def queue_some(producer: Any, topic: str, batch: list[dict[str, Any]], on_delivery: Any) -> int:
+    """Queue what of ``batch`` fits in the producer's queue; when not all of it did, wait 5 ms
+    for deliveries to make room. Returns how many were queued."""
+    try:
+        queued = producer.produce_batch(topic, batch, on_delivery=on_delivery)
+    except BufferError:
+        queued = 0
+    if queued < len(batch):
+        producer.poll(0.005)
+    return queued
+
+
 def produce_all(producer: Any, topic: str, chunk: list[dict[str, Any]], records: int, flush_timeout: float) -> None:
     """Queue ``records`` messages cycling through ``chunk`` (``produce_batch`` dicts) and wait for all
     of them to be delivered; raises if any was not."""
@@ -38,14 +62,7 @@ def produce_all(producer: Any, topic: str, chunk: list[dict[str, Any]], records:
 
     sent = 0
     while sent < records:
-        batch = chunk[: records - sent]
-        try:
-            queued = producer.produce_batch(topic, batch, on_delivery=on_delivery)
-        except BufferError:
-            queued = 0
-        sent += queued
-        if queued < len(batch):
-            producer.poll(0.005)
+        sent += queue_some(producer, topic, chunk[: records - sent], on_delivery)
     left = producer.flush(flush_timeout)
     if left or errors:
         raise RuntimeError(f"{left} undelivered, errors: {errors[:3]}")
@@ -61,14 +78,8 @@ def concurrent_mb_per_s(
     Producers that run side by side meet the same machine at the same moment, so the ratio of
     their rates is not blurred by the drift between rounds that a 2-core machine shows (runs of
     one mode alone vary by a factor of two there)."""
-    from confluent_kafka import Producer
-
-    producers = {name: Producer(conf) for name, (conf, _topic) in runs.items()}
-    for name, producer in producers.items():
-        producer.produce(runs[name][1], value=b"warm-up")  # metadata and producer id first
-        if producer.flush(30):
-            raise RuntimeError(f"{name}: warm-up record not delivered")
-    chunks = {name: spread_chunk(producer, runs[name][1], value) for name, producer in producers.items()}
+    ready = {name: ready_producer(conf, topic, value) for name, (conf, topic) in runs.items()}
+    producers = {name: producer for name, (producer, _chunk) in ready.items()}
     delivered = dict.fromkeys(runs, 0)
     errors: list[object] = []
     stop = threading.Event()
@@ -76,7 +87,7 @@ def concurrent_mb_per_s(
     window = [0.0, 0.0]
 
     def feed(name: str) -> None:
-        producer, topic, chunk = producers[name], runs[name][1], chunks[name]
+        (producer, chunk), topic = ready[name], runs[name][1]
 
         def on_delivery(err: object, msg: Any) -> None:
             if err is not None:
@@ -87,11 +98,8 @@ def concurrent_mb_per_s(
         start.wait()
         try:
             while not stop.is_set():
-                try:
-                    queued = producer.produce_batch(topic, chunk, on_delivery=on_delivery)
-                except BufferError:
-                    queued = 0
-                producer.poll(0.005 if queued < len(chunk) else 0)
+                if queue_some(producer, topic, chunk, on_delivery) == len(chunk):
+                    producer.poll(0)  # deliveries are counted as they come, not at the end
         except Exception as exc:  # reported by the caller, not lost on this thread
             errors.append(exc)
 

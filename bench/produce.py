@@ -18,21 +18,17 @@ import os
 import statistics
 import time
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench._produce import PRODUCER_CONFIG, produce_all, spread_chunk
+from bench._produce import PRODUCER_CONFIG, produce_all, ready_producer
 from bench._serve import plain_write_seconds, serve
 
 
 def produce_seconds(bootstrap: str | None, topic: str, records: int, value: bytes, idempotent: bool) -> float:
     """Seconds to deliver ``records`` records; ``bootstrap`` None means librdkafka's mock broker."""
     where = {"bootstrap.servers": bootstrap} if bootstrap else {"test.mock.num.brokers": 1, "log_level": 4}
-    producer = Producer({**PRODUCER_CONFIG, **where, "enable.idempotence": idempotent})
-    producer.produce(topic, value=b"warm-up")  # metadata and producer id before the clock starts
-    producer.flush(30)
+    producer, chunk = ready_producer({**PRODUCER_CONFIG, **where, "enable.idempotence": idempotent}, topic, value)
     started = time.perf_counter()
-    chunk = spread_chunk(producer, topic, value)
     produce_all(producer, topic, chunk, records, 300)
     return time.perf_counter() - started
 
