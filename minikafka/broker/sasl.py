@@ -12,7 +12,8 @@ A connection to a SASL listener goes through Kafka's sequence before anything el
 Users come from ``minikafka.sasl.users`` (``alice:secret,bob:pw``) and/or
 ``minikafka.sasl.users.file`` (a JSON object ``{"alice": "secret"}``). SCRAM credentials
 (salt, iteration count, stored and server keys) are derived from those passwords when the
-broker starts; passwords are compared in constant time. An unknown SCRAM user gets a made-up
+broker starts, as Kafka's ScramFormatter does (PBKDF2 over the UTF-8 password, no SASLprep); the
+SCRAM exchange itself is the ``scramp`` library's. Passwords are compared in constant time. An unknown SCRAM user gets a made-up
 salt and fails at the same step as a wrong password, so the exchange does not reveal which
 user names exist. Re-authentication (KIP-368) is not offered: SaslAuthenticate answers a
 session lifetime of 0, which tells clients never to re-authenticate.
@@ -21,7 +22,6 @@ session lifetime of 0, which tells clients never to re-authenticate.
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
 import hmac
 import json
@@ -29,6 +29,9 @@ import logging
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import scramp
+from scramp.utils import ServerError
 
 from minikafka.config import BrokerConfig
 from minikafka.protocol.framing import frame
@@ -122,8 +125,12 @@ class UserStore:
             self._scram[key] = cred
         return cred
 
-    def decoy_salt(self, user: str) -> bytes:
-        return hmac.new(self._secret, user.encode(), "sha256").digest()[:24]
+    def decoy(self, mechanism: str, user: str) -> ScramCredential:
+        """A credential for a user that does not exist: the same salt on every try (so the salt does
+        not give the user away), keys nobody can match."""
+        salt = hmac.new(self._secret, user.encode(), "sha256").digest()[:24]
+        size = hashlib.new(_SCRAM_HASHES[mechanism]).digest_size
+        return ScramCredential(salt, self.iterations, secrets.token_bytes(size), secrets.token_bytes(size))
 
 
 # --------------------------------------------------------------------------- mechanisms
@@ -163,45 +170,31 @@ class PlainServer:
         return b""
 
 
-def _scram_attributes(text: str) -> list[tuple[str, str]]:
-    out = []
-    for part in text.split(","):
-        if len(part) < 2 or part[1] != "=":
-            raise ValueError(f"malformed attribute {part[:20]!r}")
-        out.append((part[0], part[2:]))
-    return out
-
-
-def _unescape_saslname(name: str) -> str:
-    out, i = [], 0
-    while i < len(name):
-        if name[i] == "=":
-            code = name[i + 1 : i + 3]
-            if code not in ("2C", "3D"):
-                raise ValueError("invalid escape in user name")
-            out.append("," if code == "2C" else "=")
-            i += 3
-        else:
-            out.append(name[i])
-            i += 1
-    return "".join(out)
-
-
 class ScramServer:
-    """RFC 5802 server side: client-first -> server-first, client-final -> server-final."""
+    """RFC 5802 server side, the exchange done by scramp: client-first -> server-first,
+    client-final -> server-final.
+
+    scramp parses and checks the messages (attribute order, nonces, channel-binding flag, the
+    proof). Two things it does differently from Kafka's ScramSaslServer, both harmless for real
+    clients (Java, librdkafka, kafka-python and aiokafka all send ``n,,`` and no extensions):
+    a non-empty authorization id in the GS2 header is refused rather than compared with the
+    user name, and extensions (Kafka's ``tokenauth=true`` for delegation tokens, which minikafka
+    does not offer) fail at the first message rather than at the proof.
+    """
 
     def __init__(self, mechanism: str, users: UserStore) -> None:
         self.mechanism = mechanism
-        self.hash_name = _SCRAM_HASHES[mechanism]
         self.users = users
         self.complete = False
         self.user: str | None = None
         self._step = 0
-        self._gs2_header = ""
-        self._client_first_bare = ""
-        self._server_first = ""
-        self._nonce = ""
-        self._credential: ScramCredential | None = None
+        self._exchange = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
+
+    def _auth_info(self, user: str) -> tuple[bytes, bytes, bytes, int]:
+        """scramp's look-up: an unknown user gets a made-up credential that fails at the proof."""
+        self.user = user
+        credential = self.users.scram(self.mechanism, user) or self.users.decoy(self.mechanism, user)
+        return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
     def _fail(self) -> SaslFailure:
         return SaslFailure(f"Authentication failed during authentication due to invalid credentials with SASL "
@@ -212,71 +205,26 @@ class ScramServer:
             text = token.decode("utf-8")
         except UnicodeDecodeError:
             raise SaslFailure(f"Invalid {self.mechanism} message: not UTF-8") from None
-        if self._step == 0:
-            return self._client_first(text)
-        if self._step == 1:
-            return self._client_final(text)
+        step, self._step = self._step, self._step + 1
+        if step == 0:
+            try:
+                self._exchange.set_client_first(text)
+                return self._exchange.get_server_first().encode()
+            except Exception as exc:  # scramp's ScramException, or anything odd input makes it raise
+                raise SaslFailure(f"Invalid {self.mechanism} client first message: {exc}") from None
+        if step == 1:
+            try:
+                self._exchange.set_client_final(text)
+                server_final = self._exchange.get_server_final()
+            except scramp.ScramException as exc:
+                if exc.server_error == ServerError.INVALID_PROOF:
+                    raise self._fail() from None
+                raise SaslFailure(f"Invalid {self.mechanism} client final message: {exc}") from None
+            except Exception as exc:
+                raise SaslFailure(f"Invalid {self.mechanism} client final message: {exc}") from None
+            self.complete = True
+            return server_final.encode()
         raise SaslFailure(f"Authentication failed: the {self.mechanism} exchange is already complete")
-
-    def _client_first(self, text: str) -> bytes:
-        flag, sep1, rest = text.partition(",")
-        authzid, sep2, bare = rest.partition(",")
-        if not (sep1 and sep2) or flag not in ("n", "y") or (authzid and not authzid.startswith("a=")):
-            # "p=..." asks for channel binding, which minikafka does not offer
-            raise SaslFailure(f"Invalid {self.mechanism} client first message")
-        try:
-            attributes = _scram_attributes(bare)
-            if len(attributes) < 2 or attributes[0][0] != "n" or attributes[1][0] != "r":
-                raise ValueError("expected n= then r=")
-            user = _unescape_saslname(attributes[0][1])
-            extensions = {key: value for key, value in attributes[2:]}
-        except ValueError as exc:
-            raise SaslFailure(f"Invalid {self.mechanism} client first message: {exc}") from None
-        client_nonce = attributes[1][1]
-        if not user or not client_nonce or not client_nonce.isprintable():
-            raise SaslFailure(f"Invalid {self.mechanism} client first message")
-        if "m" in extensions:
-            raise SaslFailure(f"Invalid {self.mechanism} client first message: mandatory extension")
-        if authzid and _unescape_saslname(authzid[2:]) != user:
-            raise SaslFailure("Authentication failed: Client requested an authorization id that is different "
-                              "from username")
-        self.user = user
-        self._gs2_header = f"{flag},{authzid},"
-        self._client_first_bare = bare
-        self._nonce = client_nonce + secrets.token_urlsafe(24)
-        self._credential = self.users.scram(self.mechanism, user)
-        if self._credential is None or "tokenauth" in extensions:  # delegation tokens are not offered
-            salt, iterations = self.users.decoy_salt(user), self.users.iterations
-        else:
-            salt, iterations = self._credential.salt, self._credential.iterations
-        self._server_first = f"r={self._nonce},s={base64.b64encode(salt).decode()},i={iterations}"
-        self._step = 1
-        return self._server_first.encode()
-
-    def _client_final(self, text: str) -> bytes:
-        self._step = 2
-        without_proof, sep, proof_text = text.rpartition(",p=")
-        try:
-            attributes = _scram_attributes(without_proof) if sep else []
-            if len(attributes) < 2 or attributes[0][0] != "c" or attributes[1][0] != "r":
-                raise ValueError("expected c= then r= then p=")
-            binding = base64.b64decode(attributes[0][1], validate=True).decode("utf-8")
-            proof = base64.b64decode(proof_text, validate=True)
-        except ValueError as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
-            raise SaslFailure(f"Invalid {self.mechanism} client final message: {exc}") from None
-        if binding != self._gs2_header or attributes[1][1] != self._nonce:
-            raise SaslFailure(f"Invalid {self.mechanism} client final message: channel binding or nonce mismatch")
-        credential = self._credential
-        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
-        if credential is None or len(proof) != len(credential.stored_key):
-            raise self._fail()
-        signature = hmac.new(credential.stored_key, auth_message, self.hash_name).digest()
-        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
-        if not hmac.compare_digest(hashlib.new(self.hash_name, client_key).digest(), credential.stored_key):
-            raise self._fail()
-        server_signature = hmac.new(credential.server_key, auth_message, self.hash_name).digest()
-        self.complete = True
-        return b"v=" + base64.b64encode(server_signature)
 
 
 def new_mechanism(mechanism: str, users: UserStore) -> PlainServer | ScramServer:
