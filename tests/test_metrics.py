@@ -59,8 +59,8 @@ def test_metrics_parse_and_count_requests_records_and_duplicates(kafka: MiniKafk
     assert value(after, "minikafka_request_duration_seconds_count", api="Produce") == produce_count
     assert value(after, "minikafka_request_duration_seconds_sum", api="Produce") > 0
     assert value(after, "minikafka_requests_total", api="Metadata") >= 1
-    assert value(after, "minikafka_bytes_in_total") > value(before, "minikafka_bytes_in_total")
-    assert value(after, "minikafka_bytes_out_total") > value(before, "minikafka_bytes_out_total")
+    assert value(after, "minikafka_received_bytes_total") > value(before, "minikafka_received_bytes_total")
+    assert value(after, "minikafka_sent_bytes_total") > value(before, "minikafka_sent_bytes_total")
     assert value(after, "minikafka_connections_total") >= 2  # the dropped response closed one
 
 

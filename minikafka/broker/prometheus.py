@@ -1,113 +1,128 @@
-"""The broker's counters in Prometheus text format (version 0.0.4), for ``GET /metrics``.
+"""The broker's counters for ``GET /metrics``, through ``prometheus_client``'s registry and exposition.
 
-Broker-wide numbers come from :class:`~minikafka.broker.metrics.Metrics`; the idempotence
-counters (duplicates answered from the cache, out-of-order and fenced rejections, expired
-producers) are per partition, from each log's producer state. Counters of a partition start
-from zero when the broker restarts, as a process's counters do.
+The broker keeps its numbers as plain attributes (:class:`~minikafka.broker.metrics.Metrics`,
+each log's producer state), so the hot path pays one increment; a scrape reads them through a
+custom collector. The idempotence counters (duplicates answered from the cache, out-of-order and
+fenced rejections, expired producers) are per partition. Counters of a partition start from
+zero when the broker restarts, as a process's counters do. prometheus_client's process and
+Python collectors add ``process_*`` and ``python_*``.
+
+Names follow Prometheus conventions: a counter is named without ``_total`` here and exposed with
+it, the unit comes before ``_total`` (``minikafka_received_bytes_total``). Adding a metric is one
+row in :data:`BROKER_METRICS` or :data:`PARTITION_METRICS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
+
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 if TYPE_CHECKING:
     from minikafka.broker.faults import FaultInjector
     from minikafka.broker.server import Broker
+    from minikafka.storage.log import PartitionLog
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
-#: producer-state counter -> (metric name, help)
-_PRODUCER_COUNTERS = {
-    "duplicates": ("minikafka_producer_duplicates_total",
-                   "Retried batches answered from the duplicate cache with their original offsets."),
-    "out_of_order": ("minikafka_producer_out_of_order_total",
-                     "Batches rejected with OUT_OF_ORDER_SEQUENCE_NUMBER."),
-    "fenced": ("minikafka_producer_fenced_total", "Batches rejected with INVALID_PRODUCER_EPOCH (fenced)."),
-    "expired": ("minikafka_producer_expired_total", "Producer state entries expired."),
-}
+_FAMILIES = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily}
+
+#: Broker-wide numbers: (name, "counter" or "gauge", help, value).
+BROKER_METRICS: list[tuple[str, str, str, Callable[[Broker], float]]] = [
+    ("minikafka_up", "gauge", "1 while the broker accepts connections, 0 after a stop or crash.",
+     lambda b: 1 if b.started else 0),
+    ("minikafka_received_bytes", "counter", "Request bytes received (answered requests).",
+     lambda b: b.metrics.bytes_in),
+    ("minikafka_sent_bytes", "counter", "Response bytes sent.", lambda b: b.metrics.bytes_out),
+    ("minikafka_connections_active", "gauge", "Open client connections.", lambda b: b.metrics.connections_active),
+    ("minikafka_connections", "counter", "Client connections accepted.", lambda b: b.metrics.connections_total),
+    ("minikafka_records_appended", "counter", "Records appended to partition logs.",
+     lambda b: b.metrics.records_appended),
+    ("minikafka_batches_appended", "counter", "Record batches appended to partition logs.",
+     lambda b: b.metrics.batches_appended),
+    ("minikafka_producer_state_snapshots_written", "counter", "Producer-state snapshot files written.",
+     lambda b: b.metrics.snapshots_written),
+    ("minikafka_recovery_seconds", "gauge", "Time the last start spent loading and recovering the logs.",
+     lambda b: b.metrics.recovery_seconds),
+]
+
+#: Per-partition numbers, labelled ``topic`` and ``partition``: (name, kind, help, value).
+PARTITION_METRICS: list[tuple[str, str, str, Callable[[PartitionLog], float]]] = [
+    ("minikafka_producer_duplicates", "counter",
+     "Retried batches answered from the duplicate cache with their original offsets, per partition.",
+     lambda p: p.producer_state.counters.get("duplicates", 0)),
+    ("minikafka_producer_out_of_order", "counter", "Batches rejected with OUT_OF_ORDER_SEQUENCE_NUMBER, per partition.",
+     lambda p: p.producer_state.counters.get("out_of_order", 0)),
+    ("minikafka_producer_fenced", "counter", "Batches rejected with INVALID_PRODUCER_EPOCH (fenced), per partition.",
+     lambda p: p.producer_state.counters.get("fenced", 0)),
+    ("minikafka_producer_expired", "counter", "Producer state entries expired, per partition.",
+     lambda p: p.producer_state.counters.get("expired", 0)),
+    ("minikafka_producers_active", "gauge", "Producer ids with state, per partition.",
+     lambda p: len(p.producer_state.producers())),
+    ("minikafka_log_end_offset", "gauge", "Log end offset, per partition.", lambda p: p.log_end_offset),
+    ("minikafka_log_start_offset", "gauge", "Log start offset, per partition.", lambda p: p.log_start_offset),
+]
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class BrokerCollector:
+    """Reads one broker's numbers (and its fault rules' counts) at scrape time."""
 
+    def __init__(self, broker: Broker, faults: FaultInjector | None = None) -> None:
+        self.broker = broker
+        self.faults = faults
 
-def _labels(**labels: object) -> str:
-    if not labels:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items()) + "}"
+    def collect(self) -> Iterator[Metric]:
+        broker = self.broker
+        for name, kind, help_text, read in BROKER_METRICS:
+            family = _FAMILIES[kind](name, help_text)
+            family.add_metric([], read(broker))
+            yield family
 
+        requests = sorted(broker.metrics.requests.items())
+        answered = CounterMetricFamily("minikafka_requests", "Requests answered, by Kafka API.", labels=["api"])
+        duration = SummaryMetricFamily("minikafka_request_duration_seconds",
+                                       "Time from a request's arrival to its response being queued, by Kafka API.",
+                                       labels=["api"])
+        for api, stats in requests:
+            answered.add_metric([api], stats.count)
+            duration.add_metric([api], stats.count, stats.seconds)
+        yield answered
+        yield duration
 
-def _number(value: float) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    return repr(float(value))
+        logs = broker.logs.all_logs() if broker.started and broker.logs is not None else []
+        logs.sort(key=lambda plog: (plog.topic, plog.partition))
+        for name, kind, help_text, read in PARTITION_METRICS:
+            family = _FAMILIES[kind](name, help_text, labels=["topic", "partition"])
+            for plog in logs:
+                family.add_metric([plog.topic, str(plog.partition)], read(plog))
+            yield family
 
-
-class _Writer:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def family(self, name: str, kind: str, help_text: str,
-               samples: Iterable[tuple[str, dict[str, object], float]]) -> None:
-        """One metric family: ``samples`` are (suffix, labels, value); a counter's name ends in
-        ``_total`` already, a summary's samples add ``_sum`` and ``_count``."""
-        self.lines.append(f"# HELP {name} {help_text}")
-        self.lines.append(f"# TYPE {name} {kind}")
-        for suffix, labels, value in samples:
-            self.lines.append(f"{name}{suffix}{_labels(**labels)} {_number(value)}")
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+        rules = self.faults.rules if self.faults is not None else []
+        fired = CounterMetricFamily("minikafka_fault_rule_fired", "Times a fault rule acted on a request.",
+                                    labels=["rule", "action"])
+        matched = CounterMetricFamily("minikafka_fault_rule_matched", "Requests a fault rule matched.",
+                                      labels=["rule", "action"])
+        for rule in rules:
+            fired.add_metric([str(rule.id), rule.action], rule.fired)
+            matched.add_metric([str(rule.id), rule.action], rule.matched)
+        yield fired
+        yield matched
 
 
 def render(broker: Broker, faults: FaultInjector | None = None) -> str:
-    m = broker.metrics
-    w = _Writer()
-    w.family("minikafka_up", "gauge", "1 while the broker accepts connections, 0 after a stop or crash.",
-             [("", {}, 1 if broker.started else 0)])
-    requests = sorted(m.requests.items())
-    w.family("minikafka_requests_total", "counter", "Requests answered, by Kafka API.",
-             [("", {"api": api}, stats.count) for api, stats in requests])
-    w.family("minikafka_request_duration_seconds", "summary",
-             "Time from a request's arrival to its response being queued, by Kafka API.",
-             [s for api, stats in requests
-              for s in (("_sum", {"api": api}, stats.seconds), ("_count", {"api": api}, stats.count))])
-    w.family("minikafka_bytes_in_total", "counter", "Request bytes received (answered requests).",
-             [("", {}, m.bytes_in)])
-    w.family("minikafka_bytes_out_total", "counter", "Response bytes sent.", [("", {}, m.bytes_out)])
-    w.family("minikafka_connections_active", "gauge", "Open client connections.",
-             [("", {}, m.connections_active)])
-    w.family("minikafka_connections_total", "counter", "Client connections accepted.",
-             [("", {}, m.connections_total)])
-    w.family("minikafka_records_appended_total", "counter", "Records appended to partition logs.",
-             [("", {}, m.records_appended)])
-    w.family("minikafka_batches_appended_total", "counter", "Record batches appended to partition logs.",
-             [("", {}, m.batches_appended)])
-    w.family("minikafka_producer_state_snapshots_written_total", "counter",
-             "Producer-state snapshot files written.", [("", {}, m.snapshots_written)])
-    w.family("minikafka_recovery_seconds", "gauge", "Time the last start spent loading and recovering the logs.",
-             [("", {}, m.recovery_seconds)])
-
-    logs = broker.logs.all_logs() if broker.started and broker.logs is not None else []
-    logs.sort(key=lambda plog: (plog.topic, plog.partition))
-    for counter, (name, help_text) in _PRODUCER_COUNTERS.items():
-        w.family(name, "counter", help_text + " Per partition.",
-                 [("", {"topic": p.topic, "partition": p.partition},
-                   p.producer_state.counters.get(counter, 0)) for p in logs])
-    w.family("minikafka_producers_active", "gauge", "Producer ids with state, per partition.",
-             [("", {"topic": p.topic, "partition": p.partition}, len(p.producer_state.producers()))
-              for p in logs])
-    w.family("minikafka_log_end_offset", "gauge", "Log end offset, per partition.",
-             [("", {"topic": p.topic, "partition": p.partition}, p.log_end_offset) for p in logs])
-    w.family("minikafka_log_start_offset", "gauge", "Log start offset, per partition.",
-             [("", {"topic": p.topic, "partition": p.partition}, p.log_start_offset) for p in logs])
-
-    rules = faults.rules if faults is not None else []
-    w.family("minikafka_fault_rule_fired_total", "counter", "Times a fault rule acted on a request.",
-             [("", {"rule": r.id, "action": r.action}, r.fired) for r in rules])
-    w.family("minikafka_fault_rule_matched_total", "counter", "Requests a fault rule matched.",
-             [("", {"rule": r.id, "action": r.action}, r.matched) for r in rules])
-    return w.text()
+    """The Prometheus text (format 0.0.4) of ``broker``, plus the process and Python collectors."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(broker, faults))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return generate_latest(registry).decode()
