@@ -9,8 +9,9 @@ producer's cached ``(epoch 0, seq 0)`` batch and be acknowledged without being w
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from minikafka.storage.atomic_files import atomic_write
 
 BLOCK_SIZE = 1000
 FILE_NAME = "minikafka-producer-ids"
@@ -33,17 +34,7 @@ class ProducerIdAllocator:
             raise RuntimeError(f"{self.path} is unreadable ({exc}); refusing to reuse producer ids") from exc
 
     def _reserve(self, end: int) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(f"{end}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        atomic_write(self.path, f"{end}\n".encode())
         self._block_end = end
 
     def allocate(self) -> int:

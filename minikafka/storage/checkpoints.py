@@ -15,10 +15,11 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 import time
 import uuid
 from pathlib import Path
+
+from minikafka.storage.atomic_files import atomic_write, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -27,34 +28,6 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
-    """Replace ``path`` with ``data``: tmp file, rename, and (``durable``) fsyncs of file and directory.
-
-    ``durable=False`` is for files the broker can rebuild at load from what is durable elsewhere.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if durable:
-        fsync_dir(path.parent)
 
 
 # ---------------------------------------------------------------------- uuids

@@ -23,6 +23,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from minikafka.storage.atomic_files import atomic_write
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
@@ -113,14 +115,7 @@ class _IndexFile:
         if self._fd is not None:
             self.open_active(rewrite=True)
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, self._entries_bytes())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        atomic_write(self.path, self._entries_bytes())
 
     def dup_fd(self) -> int | None:
         """A duplicate of the open file descriptor, for an fsync off the event loop."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crc32c import crc32c
 
+from minikafka.storage.atomic_files import atomic_write
 from minikafka.storage.batch import first_sequence
 
 if TYPE_CHECKING:
@@ -134,38 +135,7 @@ def write_snapshot_file(path: Path, data: bytes | bytearray, fsync: bool = True)
     A reader therefore sees either no file or the whole file under the final name. Without
     ``fsync`` a crash can still leave an empty or short file, which the loader rejects.
     """
-    temp = path.with_name(path.name[: -len(SUFFIX)] + TEMP_SUFFIX)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    if fsync:
-        fsync_directory(path.parent)
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    atomic_write(path, data, durable=fsync, temp=path.with_name(path.name[: -len(SUFFIX)] + TEMP_SUFFIX))
 
 
 # -- encoding ------------------------------------------------------------------------------------
