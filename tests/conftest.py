@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from minikafka.broker.embedded import BrokerThread
+from tests.producer_state_helpers import Clock
 
 
 @pytest.fixture
@@ -35,3 +36,9 @@ def broker(start_broker: Callable[..., BrokerThread]) -> BrokerThread:
 @pytest.fixture
 def topic_name() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A broker clock the test moves by hand, for code that takes ``now_ms``."""
+    return Clock()

@@ -13,9 +13,8 @@ import time
 from typing import Any
 
 from kafka.protocol.producer import ProduceRequest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+from tests.batches import batch_of_records
 
 
 def build_batch(
@@ -31,20 +30,10 @@ def build_batch(
     values: list[bytes] | None = None,
 ) -> bytearray:
     """One RecordBatch v2 as a producer would send it (baseOffset 0)."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=CODECS[codec],
-        is_transactional=False,
-        producer_id=producer_id,
-        producer_epoch=epoch,
-        base_sequence=base_sequence,
-        batch_size=1 << 30,
-    )
     ts = int(time.time() * 1000) if timestamp is None else timestamp
     vals = values if values is not None else [value] * count
-    for i, v in enumerate(vals):
-        builder.append(i, timestamp=ts + i, key=key, value=v, headers=headers or [])
-    return bytearray(builder.build())
+    return batch_of_records([(key, v, ts + i, headers or []) for i, v in enumerate(vals)], codec,
+                            producer_id, epoch, base_sequence)
 
 
 class RawClient:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import CreateTopicsRequest, DeleteRecordsRequest
 from kafka.protocol.consumer import FetchRequest
@@ -10,8 +12,22 @@ from kafka.protocol.consumer import FetchRequest
 from minikafka.storage.batch import BatchHeader, split_batches
 from tests.kafka_wire import RawClient, partition_response, produce_request
 
+if TYPE_CHECKING:
+    from minikafka.broker.server import Broker
+
 P = 1000
 Q = 2000
+
+
+@contextmanager
+def clock_ahead(broker: Broker, ms: int) -> Iterator[None]:
+    """Run the block with the broker's injectable clock ``ms`` ahead, instead of sleeping that long."""
+    real_clock = broker.clock
+    broker.clock = lambda: real_clock() + ms
+    try:
+        yield
+    finally:
+        broker.clock = real_clock
 
 
 def create_topic(client: RawClient, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:

@@ -27,11 +27,10 @@ from minikafka.storage.batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from tests.batches import batch_of_records
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 @pytest.fixture(scope="session")
@@ -65,15 +64,7 @@ def build_batch(
     transactional: bool = False,
 ) -> bytearray:
     """A RecordBatch v2 as a producer sends it; ``records`` are (key, value, timestamp, headers)."""
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=CODECS[codec], is_transactional=transactional, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 30,
-    )
-    for i, (key, value, ts, headers) in enumerate(records):
-        builder.append(i, timestamp=ts, key=key, value=value, headers=headers)
-    return bytearray(builder.build())
+    return batch_of_records(records, codec, producer_id, producer_epoch, base_sequence, transactional)
 
 
 def control_batch(producer_id: int, epoch: int, ts: int, commit: bool = True) -> bytearray:

@@ -6,14 +6,14 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
 from minikafka.config import BrokerConfig
 from minikafka.storage.log import PartitionLog
+from tests.batches import batch_of_records
 
 TS = 1_700_000_000_000
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 def make_batch(
@@ -29,11 +29,9 @@ def make_batch(
     headers: list[tuple[str, bytes]] | None = None,
 ) -> bytearray:
     """One v2 batch as a client sends it (baseOffset 0), built by kafka-python."""
-    builder = DefaultRecordBatchBuilder(2, codec, False, producer_id, epoch, base_sequence, 1 << 30)
     stamps = timestamps if timestamps is not None else [timestamp + i for i in range(count)]
-    for i, ts in enumerate(stamps):
-        builder.append(i, ts, key, value, headers or [])
-    return bytearray(builder.build())
+    return batch_of_records([(key, value, ts, headers or []) for ts in stamps], codec, producer_id, epoch,
+                            base_sequence)
 
 
 def topic_config(**overrides: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minikafka.broker.embedded import BrokerThread
 from tests.kafka_wire import RawClient
-from tests.scenario_helpers import create_topic
+from tests.scenario_helpers import clock_ahead, create_topic
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -755,7 +755,6 @@ def test_committed_offsets_expire_after_retention_as_kafka_expires_them(gbroker:
     keeps the offsets of the topics it subscribes to; an explicit v2-v4 retention wins."""
     assert gbroker.broker is not None
     broker = gbroker.broker
-    real_clock = broker.clock
     a, live, c = clients(gbroker, 3)
     with a, live, c:
         create_topic(c, "t", partitions=1)
@@ -777,12 +776,9 @@ def test_committed_offsets_expire_after_retention_as_kafka_expires_them(gbroker:
 
         def expire_at(offset_ms: int) -> None:
             def run() -> None:
-                broker.clock = lambda: real_clock() + offset_ms
-                try:
+                with clock_ahead(broker, offset_ms):
                     assert broker.groups is not None
                     broker.groups._expire_offsets()
-                finally:
-                    broker.clock = real_clock
             gbroker.call(run)
 
         expire_at(2000)  # only the explicit 1 s retention has passed

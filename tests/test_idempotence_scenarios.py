@@ -19,7 +19,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 from minikafka.broker.embedded import BrokerThread
 from minikafka.storage.batch import compute_crc
 from tests.kafka_wire import RawClient, build_batch, produce_request
-from tests.scenario_helpers import P, Q, create_topic, delete_records, log_summary, produce
+from tests.scenario_helpers import P, Q, clock_ahead, create_topic, delete_records, log_summary, produce
 
 T = "t"
 
@@ -167,12 +167,8 @@ def test_15_duplicate_that_now_fails_timestamp_validation_gets_invalid_timestamp
     create_topic(client, "ts", configs={"message.timestamp.before.max.ms": "60000"})
     now = int(time.time() * 1000)
     ok_at(produce(client, "ts", B(P, 0, 0, timestamp=now)), 0)
-    real_clock = broker.broker.clock
-    broker.broker.clock = lambda: real_clock() + 120_000
-    try:
+    with clock_ahead(broker.broker, 120_000):
         response = produce(client, "ts", B(P, 0, 0, timestamp=now))
-    finally:
-        broker.broker.clock = real_clock
     assert response.error_code == 32
     assert [e.batch_index for e in response.record_errors] == [0]
     assert leo(client, "ts") == 1
@@ -251,12 +247,8 @@ def test_24_unknown_producer_with_nonzero_epoch_and_sequence_is_accepted(client:
 
 def test_26_producer_expired_after_idling_is_treated_as_new(client: RawClient, broker: BrokerThread) -> None:
     ok_at(produce(client, T, B(P, 5, 0)), 0)
-    real_clock = broker.broker.clock
-    broker.broker.clock = lambda: real_clock() + 86_400_000 + 1
-    try:
+    with clock_ahead(broker.broker, 86_400_000 + 1):
         broker.call(broker.broker._expire_producers)
-    finally:
-        broker.broker.clock = real_clock
     assert P not in broker.broker.logs.get_log(T, 0).producer_state.producers()
     ok_at(produce(client, T, B(P, 5, 7)), 1)
 

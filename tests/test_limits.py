@@ -22,7 +22,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from minikafka.broker.connection import WRITE_HIGH_WATER
 from minikafka.broker.embedded import BrokerThread
 from tests.kafka_wire import RawClient, build_batch
-from tests.scenario_helpers import create_topic, produce
+from tests.scenario_helpers import clock_ahead, create_topic, produce
 
 
 def served(bootstrap: str, timeout: float = 5.0) -> bool:
@@ -311,5 +311,5 @@ def test_producer_state_is_bounded_per_partition_and_frees_up_on_expiry(
         assert produce(c, "pids", build_batch(producer_id=1000, epoch=0, base_sequence=1)).error_code == 0
         duplicate = produce(c, "pids", build_batch(producer_id=1000, epoch=0, base_sequence=1))
         assert duplicate.error_code == 0 and len(log_summary(c, "pids")) == len(before) + 1
-        time.sleep(0.7)  # every producer is now past producer.id.expiration.ms
-        assert produce(c, "pids", build_batch(producer_id=1005, epoch=0, base_sequence=0)).error_code == 0
+        with clock_ahead(broker.broker, 700):  # every producer is now past producer.id.expiration.ms
+            assert produce(c, "pids", build_batch(producer_id=1005, epoch=0, base_sequence=0)).error_code == 0

@@ -14,65 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minikafka.errors import ErrorCode, KafkaError
-from minikafka.storage.batch import CONTROL_FLAG, INT32_MAX, TRANSACTIONAL_FLAG, BatchHeader
+from minikafka.storage.batch import CONTROL_FLAG, INT32_MAX, TRANSACTIONAL_FLAG
 from minikafka.storage.producer_state import BatchMetadata, ProducerStateManager
-
-P = 1000
-Q = 2000
-NOW = 1_700_000_000_000
-DAY_MS = 86_400_000
-
-
-def header(
-    pid: int, epoch: int, seq: int, count: int = 1, *, ts: int = NOW, attributes: int = 0, crc: int = 0
-):
-    """A v2 batch header as a client sends it (base offset 0)."""
-    return BatchHeader(0, 49 + 20 * count, -1, 2, crc, attributes, count - 1, ts, ts, pid, epoch, seq, count)
-
-
-class Clock:
-    def __init__(self, now: int = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-class Partition:
-    """Drives the manager like the partition log: check, then append at the log end, then update."""
-
-    def __init__(self, mgr: ProducerStateManager) -> None:
-        self.mgr = mgr
-        self.leo = mgr.map_end_offset
-
-    def produce(self, pid: int, epoch: int, seq: int, count: int = 1, **kw) -> int:
-        """Base offset of the batch: the original one for a duplicate; raises KafkaError."""
-        h = header(pid, epoch, seq, count, **kw)
-        dup = self.mgr.check(h)
-        if dup is not None:
-            return dup.first_offset
-        h.base_offset = self.leo
-        self.mgr.update(h)
-        self.leo = h.next_offset
-        return h.base_offset
-
-    def window(self, pid: int) -> list[str]:
-        """The cached batches as 'first..last@offset' (single records as 'seq@offset')."""
-        out = []
-        for m in self.mgr.producers()[pid].batches:
-            rng = str(m.first_seq) if m.first_seq == m.last_seq else f"{m.first_seq}..{m.last_seq}"
-            out.append(f"{rng}@{m.first_offset}")
-        return out
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+from tests.producer_state_helpers import DAY_MS, NOW, Clock, P, Partition, Q, header
 
 
 @pytest.fixture
 def log(tmp_path: Path, clock: Clock) -> Partition:
-    return Partition(ProducerStateManager(tmp_path, now_ms=clock))
+    return Partition(tmp_path, clock)
 
 
 def expect_error(code: ErrorCode, log: Partition, *args, **kw) -> None:
@@ -262,9 +211,7 @@ def test_unknown_producer_may_start_at_any_epoch_and_sequence(log: Partition) ->
 def test_known_epoch_without_batches_accepts_only_sequence_zero(log: Partition) -> None:
     # A transaction marker (control batch, in a log Kafka wrote) leaves epoch 2 and no batches.
     marker = header(P, 2, -1, attributes=CONTROL_FLAG | TRANSACTIONAL_FLAG)
-    marker.base_offset = log.leo
-    log.mgr.update(marker)
-    log.leo = marker.next_offset
+    log.append(marker)
     assert log.mgr.producers()[P].epoch == 2 and log.window(P) == []
     expect_error(ErrorCode.INVALID_PRODUCER_EPOCH, log, P, 0, 0)
     expect_error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log, P, 2, 17)
@@ -311,7 +258,7 @@ def test_expire_accepts_explicit_time_and_new_expiration_setting(log: Partition)
 
 
 def test_open_transaction_blocks_expiry(log: Partition, clock: Clock) -> None:
-    log.leo = 99
+    log.log_start = 99
     assert log.produce(P, 5, 0, attributes=TRANSACTIONAL_FLAG) == 99
     assert log.mgr.producers()[P].current_txn_first_offset == 99
     clock.now += 2 * DAY_MS
@@ -328,9 +275,7 @@ def test_non_transactional_batch_during_open_transaction_is_invalid_txn_state(lo
 def test_transaction_marker_closes_open_transaction(log: Partition, clock: Clock) -> None:
     log.produce(P, 0, 0, attributes=TRANSACTIONAL_FLAG)
     marker = header(P, 0, -1, attributes=CONTROL_FLAG | TRANSACTIONAL_FLAG)
-    marker.base_offset = log.leo
-    log.mgr.update(marker)
-    log.leo = marker.next_offset
+    log.append(marker)
     entry = log.mgr.producers()[P]
     assert entry.current_txn_first_offset == -1 and log.window(P) == ["0@0"]
     assert log.produce(P, 0, 1) == 2

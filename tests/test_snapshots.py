@@ -18,13 +18,9 @@ from hypothesis import strategies as st
 
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage import snapshot as snapfmt
-from minikafka.storage.batch import INT32_MAX, TRANSACTIONAL_FLAG, BatchHeader
+from minikafka.storage.batch import INT32_MAX, TRANSACTIONAL_FLAG
 from minikafka.storage.producer_state import BatchMetadata, ProducerStateManager
-
-P = 1000
-Q = 2000
-NOW = 1_700_000_000_000
-DAY_MS = 86_400_000
+from tests.producer_state_helpers import DAY_MS, NOW, Clock, P, Partition, Q, header
 
 # Reference §4.3: Kafka's version-1 snapshot of producer 1000, epoch 3, last batch = sequences
 # 7-8 at offsets 0-1, maxTimestamp 1700000000005, no transaction.
@@ -40,76 +36,6 @@ KAFKA_V1_EXAMPLE = bytes.fromhex(
 )
 KAFKA_V1_EMPTY = bytes.fromhex("0001" "48674bc7" "00000000")
 # fmt: on
-
-
-class Clock:
-    def __init__(self, now: int = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def header(
-    pid: int, epoch: int, seq: int, count: int = 1, *, offset: int = 0, ts: int = NOW, attributes: int = 0
-):
-    return BatchHeader(
-        offset, 49 + 20 * count, -1, 2, 0, attributes, count - 1, ts, ts, pid, epoch, seq, count
-    )
-
-
-class Partition:
-    """A stand-in for the partition log's use of the manager: it keeps the batch headers it
-    appended so a restart can replay the tail, as the log does from its segments."""
-
-    def __init__(self, directory: Path, clock: Clock, **kw) -> None:
-        self.directory = directory
-        self.clock = clock
-        self.kw = kw
-        self.mgr = ProducerStateManager(directory, now_ms=clock, **kw)
-        self.headers: list[BatchHeader] = []
-        self.log_start = 0
-
-    @property
-    def leo(self) -> int:
-        return self.headers[-1].next_offset if self.headers else self.log_start
-
-    def produce(self, pid: int, epoch: int, seq: int, count: int = 1, **kw) -> int:
-        h = header(pid, epoch, seq, count, **kw)
-        dup = self.mgr.check(h)
-        if dup is not None:
-            return dup.first_offset
-        h.base_offset = self.leo
-        self.mgr.update(h)
-        self.headers.append(h)
-        return h.base_offset
-
-    def truncate(self, leo: int) -> None:
-        self.headers = [h for h in self.headers if h.base_offset < leo]
-
-    def restart(self) -> int:
-        """New manager: reload from snapshots, replay from map_end_offset, snapshot at the LEO.
-        Returns the offset replay started from."""
-        self.mgr = ProducerStateManager(self.directory, now_ms=self.clock, **self.kw)
-        self.mgr.truncate_and_reload(self.log_start, self.leo)
-        start = self.mgr.map_end_offset
-        for h in self.headers:
-            if h.base_offset >= start:
-                self.mgr.update(h)
-        self.mgr.take_snapshot(self.leo)
-        return start
-
-    def window(self, pid: int) -> list[str]:
-        out = []
-        for m in self.mgr.producers()[pid].batches:
-            rng = str(m.first_seq) if m.first_seq == m.last_seq else f"{m.first_seq}..{m.last_seq}"
-            out.append(f"{rng}@{m.first_offset}")
-        return out
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage.log import PartitionLog
+from tests.batches import CODECS
 from tests.storage_helpers import (
-    CODECS,
     TS,
     batch_positions,
     kafka_batches,
