@@ -77,6 +77,13 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "minikafka.sasl.users.file": (str, ""),
     "minikafka.sasl.scram.iterations": (int, 4096),
     "min.insync.replicas": (int, 1),
+    # Transactions (minikafka.broker.transactions): Kafka's names and defaults.
+    "transaction.max.timeout.ms": (int, 900000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (int, 10000),
+    "transactional.id.expiration.ms": (int, 604800000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
+    "transaction.state.log.num.partitions": (int, 50),
+    "transaction.state.log.segment.bytes": (int, 104857600),
 }
 
 #: Topic-level settings: topic name -> (broker setting it defaults to, type).

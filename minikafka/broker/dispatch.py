@@ -33,6 +33,12 @@ _TABLE: list[tuple[int, str, int, int, str, str]] = [
     (20, "DeleteTopics", 0, 6, "kafka.protocol.admin", "delete_topics"),
     (21, "DeleteRecords", 0, 2, "kafka.protocol.admin", "delete_records"),
     (22, "InitProducerId", 0, 5, "kafka.protocol.producer", "init_producer_id"),
+    # transactions (minikafka.broker.transactions); AddPartitionsToTxn v4+ is broker-to-coordinator
+    # and answers CLUSTER_AUTHORIZATION_FAILED to clients; EndTxn v5 (KIP-890 part 2) is not served
+    (24, "AddPartitionsToTxn", 0, 5, "kafka.protocol.producer", "add_partitions_to_txn"),
+    (25, "AddOffsetsToTxn", 0, 4, "kafka.protocol.producer", "add_offsets_to_txn"),
+    (26, "EndTxn", 0, 4, "kafka.protocol.producer", "end_txn"),
+    (28, "TxnOffsetCommit", 0, 4, "kafka.protocol.producer", "txn_offset_commit"),
     (32, "DescribeConfigs", 0, 4, "kafka.protocol.admin", "describe_configs"),
     (36, "SaslAuthenticate", 0, 2, "kafka.protocol.sasl", "sasl_authenticate"),
     (37, "CreatePartitions", 0, 3, "kafka.protocol.admin", "create_partitions"),
@@ -40,6 +46,8 @@ _TABLE: list[tuple[int, str, int, int, str, str]] = [
     (47, "OffsetDelete", 0, 0, "kafka.protocol.consumer.group", "offset_delete"),
     (60, "DescribeCluster", 0, 1, "kafka.protocol.admin", "describe_cluster"),
     (61, "DescribeProducers", 0, 0, "kafka.protocol.admin", "describe_producers"),
+    (65, "DescribeTransactions", 0, 0, "kafka.protocol.admin", "describe_transactions"),
+    (66, "ListTransactions", 0, 1, "kafka.protocol.admin", "list_transactions"),
 ]
 
 

@@ -24,6 +24,7 @@ from minikafka.broker.limits import ConnectionQuotas, close_idle_connections, pe
 from minikafka.broker.listeners import Listener, ListenerSet, current_listener
 from minikafka.broker.metrics import Metrics
 from minikafka.broker.producer_ids import ProducerIdAllocator
+from minikafka.broker.transactions import TransactionCoordinator
 from minikafka.config import BrokerConfig
 from minikafka.protocol.apis import ApiSpec
 from minikafka.storage.log_manager import LogManager
@@ -59,6 +60,7 @@ class Broker:
         self.started = False
         self.interceptor: Any = None  # fault injection hook (minikafka.broker.faults)
         self.groups: GroupCoordinator | None = None  # consumer groups: created in start()
+        self.transactions: TransactionCoordinator | None = None  # transactional ids: created in start()
 
     # ----------------------------------------------------------------- addresses
     @property
@@ -113,6 +115,9 @@ class Broker:
         # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
         self.groups = GroupCoordinator(self)
         self.groups.start()
+        # --- transactions: coordinator state (loads __transaction_state, finishes Prepare* ones) ---
+        self.transactions = TransactionCoordinator(self)
+        self.transactions.start()
         self.metrics.recovery_seconds = time.perf_counter() - started
         await self.listeners.open(self._on_connect)
         self._server = self.listeners.servers[0]
@@ -159,6 +164,8 @@ class Broker:
         # --- consumer groups: parked JoinGroup/SyncGroup answer NOT_COORDINATOR, timers stop ---
         if self.groups is not None:
             self.groups.close()
+        if self.transactions is not None:
+            self.transactions.close()
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError):
                 await task

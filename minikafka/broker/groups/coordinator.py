@@ -743,6 +743,65 @@ class GroupCoordinator:
             results.update(dict.fromkeys(accepted, code))
         return results
 
+    async def commit_txn_offsets(self, transactional_id: str | None, group_id: str | None, producer_id: int,
+                                 producer_epoch: int, member_id: str, instance_id: str | None, generation_id: int,
+                                 offsets: dict[TopicPartition, CommittedOffset],
+                                 api_version: int) -> dict[TopicPartition, int]:
+        """Append ``offsets`` as one transactional batch of the producer (TxnOffsetCommit); they
+        become committed offsets when its COMMIT marker lands. The error code of every partition."""
+        error = self._check(group_id, allow_empty=False)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        assert group_id is not None and self.store is not None
+        transactions = self.broker.transactions
+        if transactions is None or not transactions.active:
+            return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, S.EMPTY, self._now())
+            log.info("group %r created by a transactional offset commit", group_id)
+        # The transaction must hold the group's offsets partition (AddOffsetsToTxn came first).
+        verified = transactions.check_transactional_write(transactional_id, producer_id, producer_epoch,
+                                                          (OFFSETS_TOPIC, 0))
+        if verified != ErrorCode.NONE:
+            if verified == ErrorCode.TRANSACTION_ABORTABLE:
+                code = ErrorCode.TRANSACTION_ABORTABLE if api_version >= 4 else ErrorCode.INVALID_TXN_STATE
+            elif verified == ErrorCode.PRODUCER_FENCED:
+                code = ErrorCode.INVALID_PRODUCER_EPOCH
+            elif verified == ErrorCode.CONCURRENT_TRANSACTIONS:
+                code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # retriable, as Kafka's verification answers
+            else:
+                code = verified
+            return dict.fromkeys(offsets, code)
+        if group.is_(S.DEAD):
+            return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if generation_id >= 0 or member_id != "" or instance_id is not None:
+            error = self._validate_member(group, member_id, instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+        results: dict[TopicPartition, int] = {}
+        accepted: dict[TopicPartition, CommittedOffset] = {}
+        for tp, committed in offsets.items():
+            if len(committed.metadata) > self.metadata_max_bytes:
+                results[tp] = OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = committed
+                results[tp] = ErrorCode.NONE
+        try:
+            self.store.commit_transactional(group_id, producer_id, producer_epoch, accepted)
+            await self.store.sync()
+        except (KafkaError, RecordFormatError, OSError) as exc:
+            log.warning("group %r: transactional offset commit failed: %s", group_id, exc)
+            code = exc.code if isinstance(exc, KafkaError) and exc.code == ErrorCode.INVALID_PRODUCER_EPOCH \
+                else _commit_error(exc)
+            results.update(dict.fromkeys(accepted, code))
+        return results
+
+    def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
+        return self.store is not None and self.store.has_pending(group_id, tp)
+
     def fetch_offsets(self, group_id: str | None, partitions: list[TopicPartition] | None
                       ) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
         """(group error, committed offset or None per partition); all committed ones when ``partitions`` is None."""

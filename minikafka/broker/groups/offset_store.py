@@ -12,24 +12,33 @@ A plain file rewritten on each commit would be simpler but is not as safe (a rew
 groups per commit, or a second journal to get atomicity), and it would not let Kafka's tools
 read the offsets topic.
 
-Compaction: minikafka has no log cleaner, so the store compacts its own log. When the log holds
-more than ``COMPACT_FACTOR`` times as many records as there are live keys (and at least
-``COMPACT_MIN_RECORDS``), it rolls a new segment, appends a copy of the live state there and
-moves the log start offset to the first record of that copy; the older segments are deleted.
-A crash at any point of this leaves a log whose replay gives the same state: before the log
-start moves, the copy only repeats values that are already current.
+Compaction: minikafka has no log cleaner, so the store compacts its own log the way every internal
+log does (:mod:`minikafka.broker.internal_log`), but never while transactional offsets are
+pending: they live only in their transactional batch until its marker decides them.
+
+Transactional offsets (TxnOffsetCommit): appended as one transactional batch with the producer's
+id and epoch, held pending per producer id and materialised into the committed offsets only when
+the COMMIT marker of that producer lands on the offsets partition (dropped on ABORT). A normal
+commit of the same partition appended after the transactional one wins over it. Replaying the
+log at start-up follows the same rules, so pending offsets without a marker stay pending.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-
+from minikafka.broker.internal_log import (
+    Record,
+    build_batch,
+    open_internal_log,
+    replay,
+    rewrite_live,
+    should_compact,
+)
 from minikafka.errors import ErrorCode, KafkaError
-from minikafka.storage.batch import split_batches
 from minikafka.storage.log import PartitionLog
 from minikafka.storage.log_manager import LogManager
 
@@ -51,24 +60,21 @@ from .records import (
 
 log = logging.getLogger("minikafka.groups.store")
 
-#: Compact when the log holds this many times more records than there are live keys ...
-COMPACT_FACTOR = 2
-#: ... and at least this many records.
+#: Compact only logs of at least this many records.
 COMPACT_MIN_RECORDS = 10_000
-#: Batch size limit while copying the live state during compaction.
-_COPY_BATCH_BYTES = 256 * 1024
-_READ_BYTES = 1 << 20
+#: Control record types of a transaction marker (Kafka's ControlRecordType).
+_ABORT, _COMMIT = 0, 1
 
 TopicPartition = tuple[str, int]
-Record = tuple[bytes, bytes | None]
 
 
-def _build_batch(records: list[Record], timestamp: int) -> bytearray:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
-    for i, (key, value) in enumerate(records):
-        builder.append(i, timestamp=timestamp, key=key, value=value, headers=[])
-    return bytearray(builder.build())
+@dataclass(slots=True)
+class PendingOffset:
+    """A transactional offset waiting for its transaction's marker."""
+
+    committed: CommittedOffset
+    log_offset: int  # where its transactional batch is in the offsets log
+    superseded: bool = False  # a normal commit of the partition was appended after it
 
 
 class OffsetStore:
@@ -84,6 +90,8 @@ class OffsetStore:
         self._log: PartitionLog | None = None
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._group_values: dict[str, bytes] = {}
+        #: producer id -> group -> partition -> pending transactional offset
+        self._pending: dict[int, dict[str, dict[TopicPartition, PendingOffset]]] = {}
         self.skipped_records = 0
 
     # ------------------------------------------------------------------ loading
@@ -92,61 +100,34 @@ class OffsetStore:
         """Open (creating if needed) the offsets log and replay it; the stored groups by id.
 
         Raises ``KafkaError(COORDINATOR_NOT_AVAILABLE)`` when the log cannot be opened."""
-        logs = self._logs
-        if OFFSETS_TOPIC not in logs.topics():
-            logs.create_topic(OFFSETS_TOPIC, 1, dict(self._topic_configs))
-        else:
-            current = logs.topics()[OFFSETS_TOPIC].configs
-            missing = {k: v for k, v in self._topic_configs.items() if k != "segment.bytes" and current.get(k) != v}
-            if missing:
-                log.warning("%s: setting %s (no time or size retention on the offsets log)", OFFSETS_TOPIC, missing)
-                logs.alter_topic_configs(OFFSETS_TOPIC, missing, incremental=True)
-        plog = logs.get_log(OFFSETS_TOPIC, 0)
-        if plog is None:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-0 is offline")
+        plog = open_internal_log(self._logs, OFFSETS_TOPIC, self._topic_configs)
         self._attach(plog)
         self._log = plog
         groups: dict[str, StoredGroup] = {}
         count = 0
-        for key, value in self._replay(plog):
-            count += 1
-            self._apply(key, value, groups)
+        for batch in replay(plog):
+            header = batch.header
+            if batch.control_type is not None:
+                self.complete_transaction(header.producer_id, batch.control_type == _COMMIT)
+                continue
+            if batch.records is None:
+                if not header.is_control:
+                    self.skipped_records += max(header.records_count, 0)
+                continue
+            for offset, key, value in batch.records:
+                count += 1
+                if key is None:
+                    self.skipped_records += 1
+                elif header.is_transactional:
+                    self._apply_pending(header.producer_id, key, value, offset)
+                else:
+                    self._apply(key, value, groups)
         log.info("loaded %d offset(s) of %d group(s) and %d group record(s) from %d record(s) of %s-0%s",
                  sum(len(v) for v in self._offsets.values()), len(self._offsets), len(groups), count,
                  OFFSETS_TOPIC, f" ({self.skipped_records} unreadable record(s) skipped)"
                  if self.skipped_records else "")
         self._maybe_compact()
         return groups
-
-    def _replay(self, plog: PartitionLog) -> Iterable[Record]:
-        start = offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            try:
-                data = bytes(plog.read(offset, _READ_BYTES))
-            except KafkaError as exc:
-                log.error("%s: replay stopped at offset %d: %s", plog.name, offset, exc)
-                return
-            batches = split_batches(data)
-            if not batches:
-                log.error("%s: replay stopped at offset %d: no batch there", plog.name, offset)
-                return
-            for pos, header in batches:
-                offset = max(offset, header.next_offset)
-                if header.is_control:
-                    continue
-                try:
-                    records = list(DefaultRecordBatch(data[pos : pos + header.size]))
-                except Exception as exc:  # a batch the codec cannot read (written by an admin client)
-                    log.warning("%s: skipping unreadable batch at offset %d: %s", plog.name, header.base_offset, exc)
-                    self.skipped_records += max(header.records_count, 0)
-                    continue
-                for rec in records:
-                    if rec.offset < start:
-                        continue
-                    if rec.key is None:
-                        self.skipped_records += 1
-                        continue
-                    yield bytes(rec.key), None if rec.value is None else bytes(rec.value)
 
     def _apply(self, key_bytes: bytes, value: bytes | None, groups: dict[str, StoredGroup] | None = None) -> None:
         try:
@@ -157,6 +138,7 @@ class OffsetStore:
                     self._drop_offset(key.group, tp)
                 else:
                     self._offsets.setdefault(key.group, {})[tp] = parse_offset_value(value)
+                self._supersede_pending(key.group, tp)
             elif isinstance(key, GroupKey):
                 if value is None:
                     self._group_values.pop(key.group, None)
@@ -202,7 +184,7 @@ class OffsetStore:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets log is not open")
         if not records:
             return
-        plog.append_from_client(_build_batch(records, self._now_ms()))
+        plog.append_from_client(build_batch(records, self._now_ms()))
         for key, value in records:
             self._apply(key, value)
         self._maybe_compact()
@@ -239,44 +221,80 @@ class OffsetStore:
         self._append(records)
         return len(offsets)
 
+    # ------------------------------------------------------------------ transactional offsets
+
+    def _apply_pending(self, producer_id: int, key_bytes: bytes, value: bytes | None, log_offset: int) -> None:
+        try:
+            key = parse_key(key_bytes)
+            if not isinstance(key, OffsetKey) or value is None:
+                raise RecordFormatError("a transactional batch may only hold offset commits")
+            pending = PendingOffset(parse_offset_value(value), log_offset)
+        except RecordFormatError as exc:
+            self.skipped_records += 1
+            log.warning("%s: skipping a transactional record: %s", OFFSETS_TOPIC, exc)
+            return
+        self._pending.setdefault(producer_id, {}).setdefault(key.group, {})[(key.topic, key.partition)] = pending
+
+    def _supersede_pending(self, group: str, tp: TopicPartition) -> None:
+        """A normal commit (or deletion) of ``tp`` was appended: older pending offsets lose to it."""
+        for groups in self._pending.values():
+            pending = groups.get(group, {}).get(tp)
+            if pending is not None:
+                pending.superseded = True
+
+    def commit_transactional(self, group: str, producer_id: int, producer_epoch: int,
+                             offsets: dict[TopicPartition, CommittedOffset]) -> None:
+        """Append ``offsets`` as one transactional batch of the producer; they stay pending until
+        :meth:`complete_transaction`. KafkaError if the append fails (e.g. 47 for a stale epoch)."""
+        plog = self._log
+        if plog is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets log is not open")
+        if not offsets:
+            return
+        records = [(offset_key(group, t, p), offset_value(c)) for (t, p), c in offsets.items()]
+        batch = build_batch(records, self._now_ms(), producer_id, producer_epoch, transactional=True)
+        result = plog.append_as_coordinator(batch)
+        for i, (key, value) in enumerate(records):
+            self._apply_pending(producer_id, key, value, result.base_offset + i)
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """The producer's COMMIT or ABORT marker is in the offsets log: materialise or drop its
+        pending offsets (a superseded one stays as the newer commit left it)."""
+        groups = self._pending.pop(producer_id, None)
+        if not groups or not commit:
+            return
+        for group, pending in groups.items():
+            for tp, entry in pending.items():
+                if not entry.superseded:
+                    self._offsets.setdefault(group, {})[tp] = entry.committed
+
+    def has_pending(self, group: str, tp: TopicPartition) -> bool:
+        """Whether ``tp`` of ``group`` has transactional offsets waiting for a marker."""
+        return any(tp in groups.get(group, {}) for groups in self._pending.values())
+
+    def pending_producers(self) -> list[int]:
+        return list(self._pending)
+
     # ------------------------------------------------------------------ compaction
 
     def _maybe_compact(self) -> None:
         plog = self._log
-        if plog is None:
-            return
-        total = plog.log_end_offset - plog.log_start_offset
-        if total >= COMPACT_MIN_RECORDS and total > COMPACT_FACTOR * self.live_keys:
+        if plog is None or self._pending:
+            return  # pending transactional offsets live only in their batches: keep them
+        if should_compact(plog, self.live_keys, COMPACT_MIN_RECORDS):
             self.compact()
 
     def compact(self) -> None:
         """Copy the live state to a new segment and drop everything before it (see the module doc)."""
         plog = self._log
-        if plog is None:
+        if plog is None or self._pending:
             return
-        before = plog.log_end_offset - plog.log_start_offset
         live: list[Record] = [
             (offset_key(group, t, p), offset_value(c))
             for group, offsets in self._offsets.items()
             for (t, p), c in offsets.items()
         ]
         live += [(group_key(group), value) for group, value in self._group_values.items()]
-        try:
-            plog.roll()
-            start = plog.log_end_offset
-            chunk: list[Record] = []
-            size = 0
-            now = self._now_ms()
-            for key, value in live:
-                chunk.append((key, value))
-                size += len(key) + len(value or b"") + 32
-                if size >= _COPY_BATCH_BYTES:
-                    plog.append_from_client(_build_batch(chunk, now))
-                    chunk, size = [], 0
-            if chunk:
-                plog.append_from_client(_build_batch(chunk, now))
-            plog.delete_records(start)
-        except KafkaError as exc:
-            log.error("%s: compaction failed (the log stays as it was): %s", plog.name, exc)
-            return
-        log.info("%s: compacted %d record(s) to %d", plog.name, before, len(live))
+        before = rewrite_live(plog, live, self._now_ms())
+        if before is not None:
+            log.info("%s: compacted %d record(s) to %d", plog.name, before, len(live))

@@ -19,8 +19,8 @@ def _lookup(ctx: RequestContext, key_type: int) -> tuple[int, str | None]:
     """(error, message) for a key of ``key_type``."""
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
-    groups = ctx.broker.groups
-    if groups is None or not groups.active:
+    coordinator = ctx.broker.groups if key_type == GROUP else ctx.broker.transactions
+    if coordinator is None or not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
     return ErrorCode.NONE, None
 

@@ -1,8 +1,10 @@
-"""InitProducerId (key 22) for idempotent producers (reference §2.3).
+"""InitProducerId (key 22): a producer id for idempotent and transactional producers.
 
-Without a transactional id the answer is always a brand-new producer id with epoch 0; the
-producer_id/producer_epoch inputs of v3+ only matter for transactions, which minikafka does
-not coordinate.
+Without a transactional id the answer is always a brand-new producer id with epoch 0. With one,
+the transaction coordinator answers (same producer id, epoch + 1; fencing an open transaction;
+KIP-360 checks of the v3+ producer_id/producer_epoch): see
+:meth:`minikafka.broker.transactions.TransactionCoordinator.init_producer_id`. PRODUCER_FENCED
+only exists from v4; older versions get INVALID_PRODUCER_EPOCH instead.
 """
 
 from __future__ import annotations
@@ -23,15 +25,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if (pid_in == -1) != (epoch_in == -1):
         return Response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
-        # "" is invalid in Kafka. A real transactional id needs a transaction coordinator, which
-        # minikafka does not have: answer with an error clients treat as fatal rather than one they
-        # would retry until their timeout.
-        error = (
-            ErrorCode.INVALID_REQUEST
-            if request.transactional_id == ""
-            else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        )
-        return Response(throttle_time_ms=0, error_code=error, producer_id=-1, producer_epoch=-1)
+        coordinator = ctx.broker.transactions
+        assert coordinator is not None
+        error, pid, epoch = await coordinator.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, pid_in, epoch_in)
+        if error == ErrorCode.PRODUCER_FENCED and version < 4:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        return Response(throttle_time_ms=0, error_code=error, producer_id=pid, producer_epoch=epoch)
     assert ctx.broker.producer_ids is not None
     pid = ctx.broker.producer_ids.allocate()
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0)

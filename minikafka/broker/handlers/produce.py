@@ -24,6 +24,7 @@ from minikafka.storage.batch import (
     COMPRESSION_MASK,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
     TRANSACTIONAL_FLAG,
 )
 
@@ -31,6 +32,9 @@ log = logging.getLogger("minikafka.produce")
 
 _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
+_PID_EPOCH = struct.Struct(">qh")
+#: producerId follows maxTimestamp in the batch header; producerEpoch follows it.
+PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + 8
 #: Errors for which Kafka reports log_start_offset -1 (reference §2.2 table).
 _NO_LOG_START = frozenset(
     {
@@ -87,6 +91,28 @@ def _is_transactional(records: bytes | None) -> bool:
     return bool(attributes & TRANSACTIONAL_FLAG)
 
 
+def _verify_transactional(ctx: RequestContext, transactional_id: str | None, batch: bytearray,
+                          tp: tuple[str, int], version: int) -> None:
+    """A transactional batch is appended only while its producer's transaction is Ongoing at the
+    coordinator with ``tp`` in it (checked in-process, so a late retry after an abort cannot open
+    a transaction nobody will close). The coordinator's answer as Produce reports it."""
+    coordinator = ctx.broker.transactions
+    if coordinator is None or not _is_transactional(batch):
+        return
+    producer_id, epoch = _PID_EPOCH.unpack_from(batch, PRODUCER_ID_OFFSET)
+    verdict = coordinator.check_transactional_write(transactional_id, producer_id, epoch, tp)
+    if verdict == ErrorCode.NONE:
+        return
+    if verdict == ErrorCode.TRANSACTION_ABORTABLE:
+        code = ErrorCode.TRANSACTION_ABORTABLE if version >= 11 else ErrorCode.INVALID_TXN_STATE
+        raise KafkaError(code, f"{tp[0]}-{tp[1]} is not part of an ongoing transaction of producer {producer_id}")
+    if verdict == ErrorCode.PRODUCER_FENCED:
+        raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, f"producer {producer_id} epoch {epoch} is fenced")
+    if verdict == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+        raise KafkaError(verdict, f"producer {producer_id} is not the transactional id's producer")
+    raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the transaction is being completed; retry")
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     logs = broker.logs
@@ -119,9 +145,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if txn_without_id:
                     raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                      "transactional batches need a transactional id")
-                if request.transactional_id is not None:
-                    raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                     "minikafka does not support transactions")
                 if partition_log is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 batch = single_batch(part.records, version)
@@ -132,6 +155,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if acks == -1 and min_isr > 1:
                     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                      f"the in-sync replica set (1) is smaller than min.insync.replicas ({min_isr})")
+                _verify_transactional(ctx, request.transactional_id, batch, (topic.name, part.index), version)
                 admit_producer(partition_log, batch, max_producers)  # [limits] bounded producer state
                 result = partition_log.append_from_client(batch)
                 base_offset = result.base_offset

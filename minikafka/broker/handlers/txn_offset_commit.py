@@ -1,0 +1,65 @@
+"""TxnOffsetCommit (key 28): a consume-transform-produce loop's offsets, inside its transaction.
+
+Sent to the group coordinator. Unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION; the
+rest go to :meth:`GroupCoordinator.commit_txn_offsets`, which checks the group, that the
+transaction holds the group's offsets partition (AddOffsetsToTxn came first), the member (v3+),
+and appends the offsets as one transactional batch: they stay invisible until the transaction's
+COMMIT marker. v0-v1 get COORDINATOR_NOT_AVAILABLE where later versions get
+COORDINATOR_LOAD_IN_PROGRESS (old clients failed on the latter).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.producer import TxnOffsetCommitResponse
+
+from minikafka.broker.context import RequestContext
+from minikafka.broker.groups.records import CommittedOffset
+from minikafka.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    broker = ctx.broker
+    groups = broker.groups
+    assert groups is not None and broker.logs is not None
+    topics = broker.logs.topics()
+    now = broker.clock()
+    errors: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], CommittedOffset] = {}
+    for topic in request.topics:
+        info = topics.get(topic.name) if topic.name is not None else None
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = CommittedOffset(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+            )
+    if offsets:
+        results = await groups.commit_txn_offsets(
+            request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,
+            request.member_id or "" if version >= 3 else "",
+            request.group_instance_id if version >= 3 else None,
+            request.generation_id if version >= 3 else -1,
+            offsets, version,
+        )
+        if version < 2:
+            results = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if e == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e
+                       for tp, e in results.items()}
+        errors.update(results)
+    Response = TxnOffsetCommitResponse[version]
+    Topic = Response.TxnOffsetCommitResponseTopic
+    Partition = Topic.TxnOffsetCommitResponsePartition
+    return Response(throttle_time_ms=0, topics=[
+        Topic(name=topic.name, partitions=[
+            Partition(partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)])
+            for p in topic.partitions
+        ])
+        for topic in request.topics
+    ])

@@ -1,0 +1,136 @@
+"""What the coordinators' internal logs share: one-partition topics the broker itself writes.
+
+``__consumer_offsets`` (committed offsets, :mod:`minikafka.broker.groups.offset_store`) and
+``__transaction_state`` (transactional ids, :mod:`minikafka.broker.transactions.state_log`) are
+both key/value logs replayed at start-up, where the last record of a key wins and a null value
+deletes it. minikafka has no log cleaner, so each keeps its own log bounded the same way: when
+the log holds more than ``COMPACT_FACTOR`` times as many records as there are live keys (and at
+least a minimum), it rolls a new segment, appends a copy of the live state there and moves the
+log start offset to the first record of that copy; the older segments are deleted. A crash at
+any point leaves a log whose replay gives the same state: before the log start moves, the copy
+only repeats values that are already current.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage.batch import BatchHeader, split_batches
+from minikafka.storage.log import PartitionLog
+from minikafka.storage.log_manager import LogManager
+
+log = logging.getLogger("minikafka.internal_log")
+
+#: Compact when the log holds this many times more records than there are live keys.
+COMPACT_FACTOR = 2
+#: Batch size limit while copying the live state during compaction.
+_COPY_BATCH_BYTES = 256 * 1024
+_READ_BYTES = 1 << 20
+
+Record = tuple[bytes, bytes | None]
+
+
+def build_batch(records: list[Record], timestamp: int, producer_id: int = -1, producer_epoch: int = -1,
+                transactional: bool = False) -> bytearray:
+    """One uncompressed v2 batch of ``records`` (a transactional one with a producer id when asked)."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                        producer_id=producer_id, producer_epoch=producer_epoch,
+                                        base_sequence=0 if producer_id >= 0 else -1, batch_size=1 << 30)
+    for i, (key, value) in enumerate(records):
+        builder.append(i, timestamp=timestamp, key=key, value=value, headers=[])
+    return bytearray(builder.build())
+
+
+def open_internal_log(logs: LogManager, topic: str, configs: dict[str, str]) -> PartitionLog:
+    """Partition 0 of ``topic``, creating the topic (one partition) or restoring its settings.
+
+    Raises ``KafkaError(COORDINATOR_NOT_AVAILABLE)`` when the partition cannot be opened."""
+    if topic not in logs.topics():
+        logs.create_topic(topic, 1, dict(configs))
+    else:
+        current = logs.topics()[topic].configs
+        missing = {k: v for k, v in configs.items() if k != "segment.bytes" and current.get(k) != v}
+        if missing:
+            log.warning("%s: setting %s (no time or size retention on an internal log)", topic, missing)
+            logs.alter_topic_configs(topic, missing, incremental=True)
+    plog = logs.get_log(topic, 0)
+    if plog is None:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-0 is offline")
+    return plog
+
+
+@dataclass(slots=True)
+class ReplayedBatch:
+    """One batch read back from an internal log: its header and, unless it is a control batch
+    or unreadable, its records (``(offset, key, value)``, records below the log start left out)."""
+
+    header: BatchHeader
+    records: list[tuple[int, bytes | None, bytes | None]] | None
+    control_type: int | None = None  # for a control batch: 0 ABORT, 1 COMMIT (Kafka's control key)
+
+
+def replay(plog: PartitionLog) -> Iterator[ReplayedBatch]:
+    """Every batch from the log start to the end; a read error ends the replay (logged)."""
+    start = offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        try:
+            data = bytes(plog.read(offset, _READ_BYTES))
+        except KafkaError as exc:
+            log.error("%s: replay stopped at offset %d: %s", plog.name, offset, exc)
+            return
+        batches = split_batches(data)
+        if not batches:
+            log.error("%s: replay stopped at offset %d: no batch there", plog.name, offset)
+            return
+        for pos, header in batches:
+            offset = max(offset, header.next_offset)
+            try:
+                decoded = list(DefaultRecordBatch(data[pos : pos + header.size]))
+            except Exception as exc:  # a batch the codec cannot read (written by an admin client)
+                log.warning("%s: skipping unreadable batch at offset %d: %s", plog.name, header.base_offset, exc)
+                yield ReplayedBatch(header, None)
+                continue
+            if header.is_control:
+                key = bytes(decoded[0].key or b"") if decoded else b""
+                kind = int.from_bytes(key[2:4], "big", signed=True) if len(key) >= 4 else None
+                yield ReplayedBatch(header, None, kind)
+                continue
+            yield ReplayedBatch(header, [
+                (rec.offset, None if rec.key is None else bytes(rec.key),
+                 None if rec.value is None else bytes(rec.value))
+                for rec in decoded if rec.offset >= start
+            ])
+
+
+def should_compact(plog: PartitionLog, live_keys: int, min_records: int) -> bool:
+    total = plog.log_end_offset - plog.log_start_offset
+    return total >= min_records and total > COMPACT_FACTOR * live_keys
+
+
+def rewrite_live(plog: PartitionLog, live: Iterable[Record], now_ms: int) -> int | None:
+    """Copy ``live`` to a new segment and drop everything before it; the number of records
+    before, or None when the compaction failed (the log stays as it was)."""
+    before = plog.log_end_offset - plog.log_start_offset
+    try:
+        plog.roll()
+        start = plog.log_end_offset
+        chunk: list[Record] = []
+        size = 0
+        for key, value in live:
+            chunk.append((key, value))
+            size += len(key) + len(value or b"") + 32
+            if size >= _COPY_BATCH_BYTES:
+                plog.append_from_client(build_batch(chunk, now_ms))
+                chunk, size = [], 0
+        if chunk:
+            plog.append_from_client(build_batch(chunk, now_ms))
+        plog.delete_records(start)
+    except KafkaError as exc:
+        log.error("%s: compaction failed (the log stays as it was): %s", plog.name, exc)
+        return None
+    return before

@@ -1,0 +1,487 @@
+"""The transaction coordinator: transactional ids, epochs, commit and abort.
+
+This broker coordinates every transactional id. The rules and their order are Kafka's
+(``core/src/main/scala/kafka/coordinator/transaction/TransactionCoordinator.scala``,
+``TransactionMetadata.scala``); what differs comes from running one broker:
+
+- state lives in partition 0 of ``__transaction_state`` (:mod:`.state_log`); every change is
+  appended (and fsynced with ``--fsync``) before memory changes and before the client's answer;
+- transaction markers are appended in-process to the partitions of the transaction
+  (``PartitionLog.append_marker``) instead of being sent as WriteTxnMarkers requests, and a
+  COMMIT/ABORT on ``__consumer_offsets`` tells the offsets store to materialise or drop the
+  transaction's offsets;
+- everything runs on the broker's event loop, so a "pending transition" only exists while a
+  write waits for its fsync or while markers are being written (the Prepare* states);
+- the coordinator epoch is always 0 (one broker, never a new leader of its log);
+- only the transaction protocol of clients before KIP-890 part 2 is served (EndTxn v0-v4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from minikafka.broker.groups.records import OFFSETS_TOPIC
+from minikafka.broker.transactions.metadata import EXHAUSTED_EPOCH, STATES_BY_NAME, TxnMetadata, TxnState
+from minikafka.broker.transactions.records import partition_for
+from minikafka.broker.transactions.state_log import TxnStateLog
+from minikafka.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from minikafka.broker.server import Broker
+
+log = logging.getLogger("minikafka.transactions")
+
+TopicPartition = tuple[str, int]
+S = TxnState
+#: The coordinator epoch written into every marker (one broker: its log never changes leader).
+COORDINATOR_EPOCH = 0
+#: Pause before markers that failed with a retriable error are written again.
+MARKER_RETRY_SECONDS = 1.0
+#: Marker errors after which this transaction's marker is not retried on that partition (Kafka
+#: stops: a newer producer epoch or coordinator owns the partition).
+_MARKER_STOP = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+
+def _append_error(exc: Exception) -> int:
+    """What a failed write to the transaction log becomes in an answer (Kafka's mapping)."""
+    code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def offsets_partition(group_id: str, partitions: int = 1) -> TopicPartition:
+    """The ``__consumer_offsets`` partition of a group (one partition in minikafka)."""
+    return OFFSETS_TOPIC, partition_for(group_id, partitions)
+
+
+class TransactionCoordinator:
+    """Every transactional id of this broker (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.max_timeout_ms = int(config.get("transaction.max.timeout.ms"))
+        self.abort_interval_ms = int(config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
+        self.expiration_ms = int(config.get("transactional.id.expiration.ms"))
+        self.expiry_interval_ms = int(config.get("transaction.remove.expired.transaction.cleanup.interval.ms"))
+        self.kafka_partitions = max(1, int(config.get("transaction.state.log.num.partitions")))
+        self.txns: dict[str, TxnMetadata] = {}
+        self.active = False
+        self.store: TxnStateLog | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers: list[asyncio.TimerHandle] = []
+
+    def _now(self) -> int:
+        return int(self.broker.clock())
+
+    # ================================================================== lifecycle
+
+    def start(self) -> None:
+        """Load ``__transaction_state``; transactions found in Prepare* get their markers again."""
+        self._loop = asyncio.get_running_loop()
+        broker = self.broker
+        assert broker.logs is not None
+        topic_configs = {
+            "cleanup.policy": "compact",
+            "retention.ms": "-1",
+            "retention.bytes": "-1",
+            "segment.bytes": str(broker.config.get("transaction.state.log.segment.bytes")),
+        }
+        flush = broker.flusher.flush if broker.config.fsync else None
+        self.store = TxnStateLog(broker.logs, broker.attach_log, broker.clock, topic_configs, flush)
+        try:
+            stored = self.store.load()
+        except (KafkaError, OSError, ValueError) as exc:
+            log.error("the transaction coordinator is unavailable: cannot load its log: %s", exc)
+            return
+        self.txns = {txn_id: TxnMetadata.from_record(txn_id, r) for txn_id, r in stored.items()}
+        self.active = True
+        for meta in self.txns.values():
+            if meta.state.is_prepare:
+                log.info("transaction %r was in %s: writing its markers again", meta.transactional_id,
+                         meta.state.display)
+                self._start_markers(meta)
+        self._schedule(self.abort_interval_ms, self._abort_timed_out_task)
+        self._schedule(self.expiry_interval_ms, self._expire_task)
+        log.info("transaction coordinator loaded %d transactional id(s)", len(self.txns))
+
+    def close(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        for timer in self._timers:
+            timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _schedule(self, interval_ms: int, action: Any) -> None:
+        assert self._loop is not None
+
+        def fire() -> None:
+            if not self.active:
+                return
+            try:
+                action()
+            except Exception:
+                log.exception("transaction coordinator task %s failed", action.__name__)
+            self._schedule(interval_ms, action)
+
+        self._timers = [t for t in self._timers if not t.cancelled()]
+        self._timers.append(self._loop.call_later(max(interval_ms, 10) / 1000, fire))
+
+    def _spawn(self, coro: Any) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ================================================================== writes
+
+    async def _persist(self, meta: TxnMetadata, state: TxnState, **fields: Any) -> int:
+        """Write ``meta``'s next record, then take it into memory; NONE or the write's error."""
+        assert self.store is not None
+        record = meta.record(state, now_ms=self._now(), **fields)
+        meta.pending = state
+        try:
+            self.store.append(meta.transactional_id, record)
+            await self.store.sync()
+        except (KafkaError, OSError) as exc:
+            log.warning("transaction %r: writing %s failed: %s", meta.transactional_id, state.display, exc)
+            return _append_error(exc)
+        finally:
+            meta.pending = None
+        meta.apply(record)
+        return ErrorCode.NONE
+
+    def _check_id(self, transactional_id: str | None) -> int | None:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return None
+
+    # ================================================================== InitProducerId
+
+    async def init_producer_id(self, transactional_id: str | None, timeout_ms: int, producer_id: int = -1,
+                               producer_epoch: int = -1) -> tuple[int, int, int]:
+        """(error, producer id, epoch) for InitProducerId with a transactional id; PRODUCER_FENCED
+        is the caller's to map for old versions."""
+        fail = (-1, -1)
+        if (producer_id == -1) != (producer_epoch == -1):
+            return ErrorCode.INVALID_REQUEST, *fail
+        if transactional_id == "" or transactional_id is None:
+            return ErrorCode.INVALID_REQUEST, *fail
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            return ErrorCode.INVALID_TRANSACTION_TIMEOUT, *fail
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, *fail
+        meta = self.txns.get(transactional_id)
+        new = meta is None
+        if meta is None:
+            assert self.broker.producer_ids is not None
+            meta = TxnMetadata(transactional_id, self.broker.producer_ids.allocate(), -1, timeout_ms)
+            self.txns[transactional_id] = meta
+        try:
+            return await self._init_transit(meta, timeout_ms, producer_id, producer_epoch)
+        finally:
+            if new and meta.producer_epoch == -1 and self.txns.get(transactional_id) is meta:
+                del self.txns[transactional_id]  # its first record was never written
+
+    async def _init_transit(self, meta: TxnMetadata, timeout_ms: int, pid_in: int,
+                            epoch_in: int) -> tuple[int, int, int]:
+        fail = (-1, -1)
+        if meta.pending is not None:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, *fail
+        given = pid_in != -1
+        if given and not (meta.producer_epoch == -1 or pid_in == meta.producer_id
+                          or (pid_in == meta.previous_producer_id and epoch_in >= EXHAUSTED_EPOCH)):
+            return ErrorCode.PRODUCER_FENCED, *fail
+        if meta.state.is_prepare:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, *fail
+        if meta.state is S.ONGOING:
+            error = await self._fence_and_abort(meta)
+            return (error or ErrorCode.CONCURRENT_TRANSACTIONS), *fail
+        epoch = meta.producer_epoch
+        pid = meta.producer_id
+        last_epoch = meta.last_producer_epoch
+        previous = meta.previous_producer_id
+        if epoch >= EXHAUSTED_EPOCH and (not given or epoch_in == epoch):
+            assert self.broker.producer_ids is not None
+            previous, pid, new_epoch = meta.producer_id, self.broker.producer_ids.allocate(), 0
+            last_epoch = epoch if given else -1
+        elif not given or epoch == -1 or epoch_in == epoch:
+            new_epoch = epoch + 1
+            last_epoch = epoch if given else -1
+        elif epoch_in == meta.last_producer_epoch:
+            new_epoch = epoch  # the previous bump was applied but its answer was lost
+        else:
+            return ErrorCode.PRODUCER_FENCED, *fail
+        error = await self._persist(meta, S.EMPTY, producer_id=pid, epoch=new_epoch, timeout_ms=timeout_ms,
+                                    partitions=set(), start_ms=-1)
+        if error:
+            return error, *fail
+        meta.last_producer_epoch = last_epoch
+        meta.previous_producer_id = previous
+        log.info("transactional id %r: producer id %d epoch %d", meta.transactional_id, pid, new_epoch)
+        return ErrorCode.NONE, pid, new_epoch
+
+    async def _fence_and_abort(self, meta: TxnMetadata) -> int:
+        """Abort an Ongoing transaction with epoch + 1, fencing its producer (InitProducerId on
+        an open transaction, or a timeout); the markers follow after PrepareAbort is written."""
+        fenced = meta.producer_epoch + 1
+        log.info("transactional id %r: aborting its open transaction with epoch %d (fencing epoch %d)",
+                 meta.transactional_id, fenced, meta.producer_epoch)
+        error = await self._persist(meta, S.PREPARE_ABORT, epoch=fenced)
+        if error:
+            return error
+        meta.last_producer_epoch = -1
+        self._start_markers(meta)
+        return ErrorCode.NONE
+
+    # ================================================================== the checks every TC API shares
+
+    def _producer_check(self, transactional_id: str | None, producer_id: int, producer_epoch: int
+                        ) -> tuple[int, TxnMetadata | None]:
+        """42 / 15 / 49 / 90 in Kafka's order; (NONE, metadata) when the caller is the current producer."""
+        error = self._check_id(transactional_id)
+        if error is not None:
+            return error, None
+        meta = self.txns.get(transactional_id or "")
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.PRODUCER_FENCED, None
+        return ErrorCode.NONE, meta
+
+    # ================================================================== AddPartitionsToTxn / AddOffsetsToTxn
+
+    async def add_partitions(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                             partitions: Iterable[TopicPartition]) -> int:
+        """Add ``partitions`` (already checked to exist) to the transaction; one code for all."""
+        error, meta = self._producer_check(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return error
+        if meta.pending is not None or meta.state.is_prepare:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        wanted = set(partitions)
+        if meta.state is S.ONGOING and wanted <= meta.partitions:
+            return ErrorCode.NONE
+        start = self._now() if meta.state is not S.ONGOING else meta.start_ms
+        return await self._persist(meta, S.ONGOING, partitions=meta.partitions | wanted, start_ms=start)
+
+    async def add_offsets(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                          group_id: str) -> int:
+        return await self.add_partitions(transactional_id, producer_id, producer_epoch,
+                                         [offsets_partition(group_id)])
+
+    # ================================================================== EndTxn
+
+    async def end_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                              commit: bool, send_markers: bool = True) -> int:
+        """Write PrepareCommit/PrepareAbort and answer; the markers and Complete* follow.
+
+        ``send_markers=False`` stops after Prepare* (tests use it to stand for a crash between
+        the two; :meth:`resume_markers` or a restart finishes the transaction)."""
+        error, meta = self._producer_check(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return error
+        if meta.pending is not None:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        state = meta.state
+        if state is S.ONGOING:
+            target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            error = await self._persist(meta, target)
+            if error:
+                return error
+            if meta.state is not target:
+                return ErrorCode.INVALID_TXN_STATE
+            if send_markers:
+                self._start_markers(meta)
+            return ErrorCode.NONE
+        if state is S.PREPARE_COMMIT:
+            return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
+        if state is S.PREPARE_ABORT:
+            return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.CONCURRENT_TRANSACTIONS
+        if state is S.COMPLETE_COMMIT:
+            return ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE
+        if state is S.COMPLETE_ABORT:
+            return ErrorCode.INVALID_TXN_STATE if commit else ErrorCode.NONE
+        return ErrorCode.INVALID_TXN_STATE  # Empty
+
+    # ================================================================== markers
+
+    def _start_markers(self, meta: TxnMetadata) -> None:
+        if meta.markers_in_flight or not self.active:
+            return
+        meta.markers_in_flight = True
+        self._spawn(self._write_markers(meta))
+
+    def resume_markers(self) -> int:
+        """Write the markers of every transaction left in Prepare* (after ``send_markers=False``)."""
+        waiting = [m for m in self.txns.values() if m.state.is_prepare and not m.markers_in_flight]
+        for meta in waiting:
+            self._start_markers(meta)
+        return len(waiting)
+
+    async def _write_markers(self, meta: TxnMetadata) -> None:
+        """COMMIT/ABORT on every partition of the transaction, then Complete*. Retriable failures
+        are retried (a marker written twice completes nothing the second time)."""
+        try:
+            commit = meta.state is S.PREPARE_COMMIT
+            remaining = sorted(meta.partitions)
+            while remaining and self.active:
+                remaining = await self._write_markers_once(meta, remaining, commit)
+                if remaining:
+                    await asyncio.sleep(MARKER_RETRY_SECONDS)
+            if not self.active:
+                return
+            target = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+            while self.active:
+                error = await self._persist(meta, target, partitions=set())
+                if error != ErrorCode.COORDINATOR_NOT_AVAILABLE:
+                    break
+                await asyncio.sleep(MARKER_RETRY_SECONDS)
+            log.info("transaction %r of producer %d epoch %d: %s", meta.transactional_id, meta.producer_id,
+                     meta.producer_epoch, meta.state.display)
+        finally:
+            meta.markers_in_flight = False
+
+    async def _write_markers_once(self, meta: TxnMetadata, partitions: list[TopicPartition],
+                                  commit: bool) -> list[TopicPartition]:
+        """One pass over ``partitions``; those to try again."""
+        logs = self.broker.logs
+        assert logs is not None
+        retry: list[TopicPartition] = []
+        written = []
+        for topic, partition in partitions:
+            plog = logs.get_log(topic, partition)
+            if plog is None:
+                log.warning("transaction %r: %s-%d is gone, no marker written there", meta.transactional_id,
+                            topic, partition)
+                continue
+            try:
+                plog.append_marker(meta.producer_id, meta.producer_epoch, commit, COORDINATOR_EPOCH,
+                                   now_ms=self._now())
+            except KafkaError as exc:
+                if exc.code in _MARKER_STOP:
+                    log.warning("transaction %r: marker refused by %s-%d: %s", meta.transactional_id, topic,
+                                partition, exc)
+                    continue
+                log.warning("transaction %r: marker for %s-%d failed (will retry): %s", meta.transactional_id,
+                            topic, partition, exc)
+                retry.append((topic, partition))
+                continue
+            written.append(plog)
+            if topic == OFFSETS_TOPIC and self.broker.groups is not None and self.broker.groups.store is not None:
+                self.broker.groups.store.complete_transaction(meta.producer_id, commit)
+        if self.broker.config.fsync:
+            for plog in written:
+                await self.broker.flusher.flush(plog)
+        return retry
+
+    # ================================================================== Produce / TxnOffsetCommit
+
+    def check_transactional_write(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                  tp: TopicPartition) -> int:
+        """Whether the producer may write transactional data to ``tp`` now: NONE, 49 (unknown id or
+        producer), 90 (another epoch), 51 (the transaction is ending) or TRANSACTION_ABORTABLE
+        (``tp`` is not in an ongoing transaction). Callers map these per API version."""
+        error, meta = self._producer_check(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            return error
+        if meta.pending is not None or meta.state.is_prepare:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if meta.state is not S.ONGOING or tp not in meta.partitions:
+            return ErrorCode.TRANSACTION_ABORTABLE
+        return ErrorCode.NONE
+
+    # ================================================================== timeouts and expiry
+
+    def _abort_timed_out_task(self) -> None:
+        self.abort_timed_out()
+
+    def abort_timed_out(self) -> int:
+        """Fence and abort every Ongoing transaction older than its timeout; how many were started."""
+        now = self._now()
+        doomed = [m for m in self.txns.values()
+                  if m.state is S.ONGOING and m.pending is None and m.start_ms + m.timeout_ms < now]
+        for meta in doomed:
+            log.info("transactional id %r: transaction open since %d timed out (%d ms)", meta.transactional_id,
+                     meta.start_ms, meta.timeout_ms)
+            meta.pending = S.PREPARE_EPOCH_FENCE  # until the task below writes PrepareAbort
+            self._spawn(self._fence_after_timeout(meta))
+        return len(doomed)
+
+    async def _fence_after_timeout(self, meta: TxnMetadata) -> None:
+        meta.pending = None
+        await self._fence_and_abort(meta)
+
+    def _expire_task(self) -> None:
+        self.expire_transactional_ids()
+
+    def expire_transactional_ids(self) -> int:
+        """Tombstone ids idle (Empty/Complete*) for ``transactional.id.expiration.ms``; how many."""
+        assert self.store is not None
+        now = self._now()
+        doomed = [m for m in self.txns.values()
+                  if m.state.is_idle and m.pending is None and not m.markers_in_flight
+                  and m.last_update_ms <= now - self.expiration_ms]
+        if not doomed:
+            return 0
+        try:
+            self.store.append_many([(m.transactional_id, None) for m in doomed])
+        except (KafkaError, OSError) as exc:
+            log.warning("expiring %d transactional id(s) failed: %s", len(doomed), exc)
+            return 0
+        for meta in doomed:
+            self.txns.pop(meta.transactional_id, None)
+        log.info("expired %d idle transactional id(s)", len(doomed))
+        return len(doomed)
+
+    # ================================================================== admin
+
+    def describe(self, transactional_id: str | None) -> tuple[int, TxnMetadata | None]:
+        error = self._check_id(transactional_id)
+        if error is not None:
+            return error, None
+        meta = self.txns.get(transactional_id or "")
+        if meta is None:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return ErrorCode.NONE, meta
+
+    def list_transactions(self, state_filters: Iterable[str], producer_id_filters: Iterable[int],
+                          duration_filter_ms: int = -1) -> tuple[int, list[str], list[TxnMetadata]]:
+        """(error, unknown state names, matching ids)."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, [], []
+        states: set[TxnState] = set()
+        unknown: list[str] = []
+        for name in state_filters:
+            state = STATES_BY_NAME.get(name)
+            if state is None:
+                unknown.append(name)
+            else:
+                states.add(state)
+        pids = set(producer_id_filters)
+        now = self._now()
+        found = [
+            m for m in self.txns.values()
+            if (not states or m.state in states) and (not pids or m.producer_id in pids)
+            and (duration_filter_ms < 0 or now - m.start_ms > duration_filter_ms)
+        ]
+        if unknown and not states:
+            found = []  # only unknown names were asked for: nothing can match them
+        return ErrorCode.NONE, unknown, sorted(found, key=lambda m: m.transactional_id)
+
+    def kafka_partition(self, transactional_id: str) -> int:
+        """The ``__transaction_state`` partition Kafka would use for the id (display only)."""
+        return partition_for(transactional_id, self.kafka_partitions)

@@ -1,0 +1,97 @@
+"""What the coordinator knows about one transactional id, and the states it moves through.
+
+States and their ids are Kafka's (``TransactionState`` in
+``core/src/main/scala/kafka/coordinator/transaction/TransactionMetadata.scala``); Dead and
+PrepareEpochFence are never written to the log (Dead is the tombstone, the fence is immediately
+followed by PrepareAbort).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from minikafka.broker.transactions.records import TxnRecord
+
+#: The TC never hands out an epoch at or above this, so that it can always fence with +1.
+EXHAUSTED_EPOCH = 32766
+
+
+class TxnState(IntEnum):
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def display(self) -> str:
+        """The state's name as DescribeTransactions and ListTransactions spell it."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+    @property
+    def is_prepare(self) -> bool:
+        return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+    @property
+    def is_idle(self) -> bool:
+        """Empty or Complete*: no transaction in progress."""
+        return self in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+
+
+STATES_BY_NAME = {s.display: s for s in TxnState if s is not TxnState.DEAD}
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class TxnMetadata:
+    """One transactional id. ``pending`` is the state being written (a transition in flight)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = -1
+    last_producer_epoch: int = -1  # not persisted, as in Kafka
+    previous_producer_id: int = -1  # not persisted in value version 0
+    pending: TxnState | None = None
+    markers_in_flight: bool = False
+
+    def record(self, state: TxnState, *, producer_id: int | None = None, epoch: int | None = None,
+               timeout_ms: int | None = None, partitions: set[TopicPartition] | None = None,
+               start_ms: int | None = None, now_ms: int) -> TxnRecord:
+        """The record of this id after a transition to ``state`` (fields not given are unchanged)."""
+        parts = self.partitions if partitions is None else partitions
+        return TxnRecord(
+            producer_id=self.producer_id if producer_id is None else producer_id,
+            producer_epoch=self.producer_epoch if epoch is None else epoch,
+            timeout_ms=self.timeout_ms if timeout_ms is None else timeout_ms,
+            state=int(state),
+            partitions=None if state is TxnState.EMPTY else frozenset(parts),
+            last_update_ms=now_ms,
+            start_ms=self.start_ms if start_ms is None else start_ms,
+        )
+
+    def apply(self, r: TxnRecord) -> None:
+        """Take the values of a record that is now in the log."""
+        self.producer_id = r.producer_id
+        self.producer_epoch = r.producer_epoch
+        self.timeout_ms = r.timeout_ms
+        self.state = TxnState(r.state)
+        self.partitions = set(r.partitions or ())
+        self.last_update_ms = r.last_update_ms
+        self.start_ms = r.start_ms
+
+    @classmethod
+    def from_record(cls, transactional_id: str, r: TxnRecord) -> TxnMetadata:
+        meta = cls(transactional_id, r.producer_id, r.producer_epoch, r.timeout_ms)
+        meta.apply(r)
+        meta.previous_producer_id = r.previous_producer_id
+        return meta
