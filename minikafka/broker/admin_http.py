@@ -18,6 +18,7 @@ language can drive a broker in a container with nothing but an HTTP client::
     POST   /broker/expire-producers    {"topic": ..., "partition": ...} (both optional)
     POST   /topics                     {"name": ..., "partitions": 1, "config": {...}}
     GET    /topics/<name>/<partition>  offsets and producer state of one partition
+    GET    /transactions               every transactional id: state, producer id/epoch, partitions
 
 It lives outside the broker's start/stop, so it keeps answering while the broker is crashed.
 Bad requests get a 4xx answer with ``{"error": ...}``; nothing a client sends stops it.
@@ -199,6 +200,7 @@ class AdminServer:
             ("broker", "roll"): {"POST": self._roll},
             ("broker", "expire-producers"): {"POST": self._expire},
             ("topics",): {"GET": self._topics, "POST": self._create_topic},
+            ("transactions",): {"GET": self._transactions},
         }
         key = tuple(parts)
         args: tuple[Any, ...] = ()
@@ -272,6 +274,9 @@ class AdminServer:
 
     async def _topics(self, _body: Any) -> Response:
         return _json(200, {"topics": self.control.topics()})
+
+    async def _transactions(self, _body: Any) -> Response:
+        return _json(200, {"transactions": self.control.transactions()})
 
     async def _create_topic(self, body: Any) -> Response:
         name = _field(body, "name", str, None)

@@ -15,8 +15,11 @@ from typing import Any
 
 _TOPIC_FIELDS = ("name", "topic")
 _PARTITION_FIELDS = ("index", "partition_index", "partition")
-#: arrays of plain partition numbers inside a topic entry (DescribeProducers)
-_PARTITION_NUMBER_ARRAYS = ("partition_indexes",)
+#: arrays of plain partition numbers inside a topic entry (DescribeProducers; AddPartitionsToTxn
+#: calls its plain array "partitions", a name other APIs give to arrays of partition entries)
+_PARTITION_NUMBER_ARRAYS = ("partition_indexes", "partitions")
+#: the fields an entry carries its error in (AddPartitionsToTxn says "partition_error_code")
+_ERROR_FIELDS = ("error_code", "partition_error_code")
 #: arrays of plain topic names at the top level (DeleteTopics before v6)
 _TOPIC_NAME_ARRAYS = ("topic_names",)
 #: top-level arrays that name topics without acting on them
@@ -81,15 +84,19 @@ def _topic_arrays(message: Any) -> Iterator[str]:
             yield name
 
 
+def _is_number_array(field: Any, name: str) -> bool:
+    return name in _PARTITION_NUMBER_ARRAYS and field.is_array() and not field.is_struct_array()
+
+
 def _partition_arrays(topic_entry: Any) -> Iterator[str]:
     for name, field in _fields(topic_entry).items():
-        if name in _PARTITION_NUMBER_ARRAYS or (field.is_struct_array() and _item_has(field, _PARTITION_FIELDS)):
+        if _is_number_array(field, name) or (field.is_struct_array() and _item_has(field, _PARTITION_FIELDS)):
             yield name
 
 
 def _partitions_of(topic_entry: Any, array: str) -> list[int]:
     items = getattr(topic_entry, array) or []
-    if array in _PARTITION_NUMBER_ARRAYS:
+    if _is_number_array(_fields(topic_entry)[array], array):
         return [p for p in items if isinstance(p, int)]
     return [p for p in (_partition_number(item) for item in items) if p is not None]
 
@@ -114,11 +121,12 @@ def targets(request: Any) -> list[tuple[str, int | None]]:
 
 
 def set_error(entry: Any, code: int, message: str | None) -> bool:
-    """Put an error into one entry that has an ``error_code``; False if it has none."""
+    """Put an error into one entry that has an error code field; False if it has none."""
     fields = _fields(entry)
-    if "error_code" not in fields:
+    error_field = next((name for name in _ERROR_FIELDS if name in fields), None)
+    if error_field is None:
         return False
-    entry.error_code = int(code)
+    setattr(entry, error_field, int(code))
     if "error_message" in fields:
         entry.error_message = message
     for name, value in _NO_VALUE.items():
@@ -252,7 +260,7 @@ class SplitRequest:
             if entry is None:
                 entry = _new_entry(topic_cls, version)
                 _set_topic(entry, topic)
-            parrays = [a for a in _partition_arrays(entry) if a not in _PARTITION_NUMBER_ARRAYS]
+            parrays = [a for a in _partition_arrays(entry) if not _is_number_array(_fields(entry)[a], a)]
             if not parrays:
                 set_error(entry, code, message)
                 out.append(entry)
