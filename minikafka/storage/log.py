@@ -39,6 +39,7 @@ from .batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from .control import Marker, build_marker, parse_marker
 from .producer_state import ProducerStateManager
 from .records import decode_records
 from .segment import LogSegment, offset_file_name
@@ -343,16 +344,25 @@ class PartitionLog:
         if start < self.log_end_offset:
             now = self._now_ms()
             count = 0
-            for header in self._iter_headers_from(start):
-                ps.update(header, now)
+            for seg, pos, header in self._iter_headers_from(start):
+                self._replay(seg, pos, header, now)
                 count += 1
             log.info("%s: producer state rebuilt from offset %d to %d (%d batches replayed)",
                      self.name, start, self.log_end_offset, count)
         if ps.latest_snapshot_offset() != self.log_end_offset:
             ps.take_snapshot(self.log_end_offset)
 
-    def _iter_headers_from(self, offset: int) -> Iterator[BatchHeader]:
-        """Headers of every batch whose last offset is >= ``offset``, across segments."""
+    def _replay(self, seg: LogSegment, pos: int, header: BatchHeader, now_ms: int) -> None:
+        """Replay one batch of the log into the producer state (markers close transactions)."""
+        if header.is_control and header.producer_id >= 0:
+            marker = parse_marker(seg.read_batch(pos, header), header)
+            if marker is not None:
+                self._apply_marker(seg, header, marker, now_ms)
+                return
+        self.producer_state.update(header, now_ms)
+
+    def _iter_headers_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """Segment, position and header of every batch whose last offset is >= ``offset``."""
         first = True
         for seg in self._segments[self._segment_index(offset):]:
             pos = 0
@@ -362,13 +372,55 @@ class PartitionLog:
                 if found is None:
                     continue
                 pos = found[0]
-            for _pos, header in seg.iter_headers(pos):
-                yield header
+            for bpos, header in seg.iter_headers(pos):
+                yield seg, bpos, header
 
     # ================================================================== appending
 
     def append_from_client(self, batch: bytearray | memoryview | bytes, now_ms: int | None = None) -> AppendResult:
         """Validate, assign offsets to and append one client batch (see the module docstring)."""
+        batch, header, now_ms = self._validate(batch, now_ms, from_client=True)
+        seg = self._segment_for(header, len(batch), now_ms)
+        # 17. producer state (raises 45/47; returns the cached batch for a duplicate)
+        dup = self.producer_state.check(header)
+        if dup is not None:
+            return AppendResult(dup.first_offset, dup.last_offset, dup.timestamp, self.log_start_offset, True)
+        return self._write(seg, batch, header, now_ms)
+
+    def append_as_coordinator(self, batch: bytearray | memoryview | bytes, now_ms: int | None = None) -> AppendResult:
+        """Append a batch the broker writes on a producer's behalf (a transactional offset commit).
+
+        The batch is validated like a client's and its producer epoch must not be older than the
+        partition's (47), but sequences are not checked: the broker, not the producer, numbered it.
+        A transactional batch opens the producer's transaction here like any transactional data."""
+        batch, header, now_ms = self._validate(batch, now_ms, from_client=False)
+        seg = self._segment_for(header, len(batch), now_ms)
+        if header.producer_id >= 0:
+            self.producer_state.check_epoch(header.producer_id, header.producer_epoch)
+        return self._write(seg, batch, header, now_ms)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      now_ms: int | None = None) -> AppendResult:
+        """Append a COMMIT or ABORT marker for ``producer_id`` and close its transaction here.
+
+        Checked in Kafka's order: a producer epoch older than the partition's entry is 47, an entry
+        coordinator epoch newer than the marker's is 52; otherwise the marker is always written
+        (it takes one offset even when the producer wrote nothing here, and a duplicate marker
+        completes nothing). The last stable offset moves, so ``on_append`` is told."""
+        if self._closed:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
+        if now_ms is None:
+            now_ms = self._now_ms()
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        batch = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        header = BatchHeader.parse(batch)
+        seg = self._segment_for(header, len(batch), now_ms)
+        return self._write(seg, batch, header, now_ms, Marker(commit, coordinator_epoch))
+
+    def _validate(self, batch: bytearray | memoryview | bytes, now_ms: int | None,
+                  from_client: bool) -> tuple[bytearray | memoryview, BatchHeader, int]:
+        """Kafka's batch checks before offsets are assigned (steps 7-15); returns the writable
+        batch, its header and the append time."""
         if self._closed:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
         if now_ms is None:
@@ -401,7 +453,7 @@ class PartitionLog:
             raise KafkaError(ErrorCode.INVALID_RECORD, "lastOffsetDelta + 1 must equal recordsCount")
         if header.is_control:
             raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not send control batches")
-        if header.producer_id >= 0 and header.base_sequence < 0:
+        if from_client and header.producer_id >= 0 and header.base_sequence < 0:
             raise KafkaError(ErrorCode.INVALID_RECORD, "idempotent batch without a base sequence")
         # 12-13. records: decoded only when the topic needs it
         if s.bounded_timestamps or s.compacted or header.is_log_append_time:
@@ -412,18 +464,23 @@ class PartitionLog:
         if size > s.segment_bytes:
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
                              f"batch of {size} bytes exceeds segment.bytes {s.segment_bytes}")
-        # 16. roll
-        leo = self.log_end_offset
+        return batch, header, now_ms
+
+    def _segment_for(self, header: BatchHeader, size: int, now_ms: int) -> LogSegment:
+        """16. The active segment, rolled first if this batch would not fit its limits."""
         seg = self._segments[-1]
-        reason = seg.should_roll(size, leo + header.last_offset_delta, header.max_timestamp, now_ms,
-                                 s.segment_bytes, s.segment_ms)
+        s = self._settings
+        reason = seg.should_roll(size, self.log_end_offset + header.last_offset_delta, header.max_timestamp,
+                                 now_ms, s.segment_bytes, s.segment_ms)
         if reason is not None:
             self._roll(reason, now_ms)
             seg = self._segments[-1]
-        # 17. producer state (raises 45/47; returns the cached batch for a duplicate)
-        dup = self.producer_state.check(header)
-        if dup is not None:
-            return AppendResult(dup.first_offset, dup.last_offset, dup.timestamp, self.log_start_offset, True)
+        return seg
+
+    def _write(self, seg: LogSegment, batch: bytearray | memoryview, header: BatchHeader, now_ms: int,
+               marker: Marker | None = None) -> AppendResult:
+        """Give the batch the next offset, write it and record it in the producer state."""
+        leo = self.log_end_offset
         set_base_offset(batch, 0, leo)
         set_partition_leader_epoch(batch, 0, 0)
         header.base_offset = leo
@@ -434,14 +491,40 @@ class PartitionLog:
             log.error("%s: write failed: %s", self.name, e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write failed: {e}") from e
         self.log_end_offset = self.high_watermark = header.next_offset
-        self.producer_state.update(header, now_ms)
-        self._unflushed_messages += count
+        if marker is None:
+            self.producer_state.update(header, now_ms)
+        else:
+            self._apply_marker(seg, header, marker, now_ms)
+        s = self._settings
+        self._unflushed_messages += header.last_offset_delta + 1
         if self._unflushed_messages >= s.flush_messages:
             self.flush()
         if self.on_append is not None:
             self.on_append(self)
         return AppendResult(leo, header.last_offset, now_ms if s.log_append_time else -1,
                             self.log_start_offset, False)
+
+    def _apply_marker(self, seg: LogSegment, header: BatchHeader, marker: Marker, now_ms: int | None) -> None:
+        """Close the producer's transaction for a marker at ``header.base_offset``."""
+        self.producer_state.apply_marker(header, marker.coordinator_epoch, now_ms)
+
+    # ================================================================== transactions
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (never below the log start), or None."""
+        first = self.producer_state.first_unstable_offset()
+        if first is None:
+            return None
+        return max(first, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset read_committed consumers read up to: the first unstable offset when it is
+        below the high watermark, else the high watermark."""
+        first = self.first_unstable_offset
+        hw = self.high_watermark
+        return first if first is not None and first < hw else hw
 
     def _check_records(self, batch: bytearray | memoryview, header: BatchHeader, now_ms: int) -> None:
         """Record-level checks of reference §1.6 step 13 (timestamps, LogAppendTime bit, null keys)."""

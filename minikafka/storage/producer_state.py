@@ -17,6 +17,7 @@ Two things go beyond Kafka on purpose (reference, top section):
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import time
@@ -106,6 +107,10 @@ class ProducerStateManager:
         self._now_ms = now_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._view = MappingProxyType(self._producers)
+        # Open transactions: first offset -> producer id, plus a min-heap of those first offsets
+        # (entries whose transaction closed are dropped lazily when they reach the top).
+        self._ongoing: dict[int, int] = {}
+        self._ongoing_heap: list[int] = []
         self.map_end_offset = 0
         self._last_snap_offset: int | None = None
         self._dirty = True  # state changed since the snapshot at _last_snap_offset was written/read
@@ -189,8 +194,8 @@ class ProducerStateManager:
         entry.last_timestamp = timestamp
         entry.last_append_ms = self._now_ms() if append_ms is None else append_ms
         if header.is_control:
-            # A transaction marker (only in logs Kafka wrote): it ends the open transaction.
-            entry.current_txn_first_offset = -1
+            # A transaction marker replayed without its record decoded: it ends the open transaction.
+            self._close_txn(entry)
             return
         first_seq = header.base_sequence
         if delta == 0:  # single-record batch: share the int objects
@@ -202,7 +207,88 @@ class ProducerStateManager:
         if len(batches) > NUM_BATCHES_TO_RETAIN:
             del batches[0]
         if entry.current_txn_first_offset < 0 and header.is_transactional:
-            entry.current_txn_first_offset = first_offset
+            self._open_txn(entry, first_offset)
+
+    # -- transactions --------------------------------------------------------------------------
+
+    def check_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        """Raise INVALID_PRODUCER_EPOCH (47) if ``producer_epoch`` is older than the entry's."""
+        entry = self._producers.get(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            self.counters["fenced"] += 1
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer {producer_id}: epoch {producer_epoch} is older than the current epoch {entry.epoch}",
+            )
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Judge a transaction marker before it is written, in Kafka's order: a producer epoch
+        older than the entry's is 47, a coordinator epoch older than the entry's is 52."""
+        self.check_epoch(producer_id, producer_epoch)
+        entry = self._producers.get(producer_id)
+        if entry is not None and entry.coordinator_epoch > coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"producer {producer_id}: marker from coordinator epoch {coordinator_epoch}, "
+                f"the partition has seen {entry.coordinator_epoch}",
+            )
+
+    def apply_marker(self, header: BatchHeader, coordinator_epoch: int, append_ms: int | None = None) -> int:
+        """Record a marker now in the log at ``header.base_offset``: the producer's open
+        transaction (if any) is closed, its epoch and coordinator epoch become the marker's.
+
+        Returns the first offset of the transaction it closed, or -1 if none was open (a
+        duplicate marker, or a partition the producer wrote nothing to)."""
+        self.map_end_offset = header.base_offset + header.last_offset_delta + 1
+        self._dirty = True
+        pid = header.producer_id
+        entry = self._producers.get(pid)
+        if entry is None:
+            entry = ProducerStateEntry(pid, header.producer_epoch)
+            self._producers[pid] = entry
+        elif header.producer_epoch != entry.epoch:
+            entry.batches.clear()
+            entry.epoch = header.producer_epoch
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = header.max_timestamp
+        entry.last_append_ms = self._now_ms() if append_ms is None else append_ms
+        first = entry.current_txn_first_offset
+        self._close_txn(entry)
+        return first
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction, or None when none is open."""
+        heap, ongoing = self._ongoing_heap, self._ongoing
+        while heap and heap[0] not in ongoing:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def oldest_open_txn_other_than(self, producer_id: int) -> int | None:
+        """First offset of the oldest open transaction of another producer (for the index)."""
+        first = self.first_unstable_offset()
+        if first is None or self._ongoing[first] != producer_id:
+            return first
+        others = [o for o, pid in self._ongoing.items() if pid != producer_id]
+        return min(others) if others else None
+
+    def _open_txn(self, entry: ProducerStateEntry, first_offset: int) -> None:
+        entry.current_txn_first_offset = first_offset
+        self._ongoing[first_offset] = entry.producer_id
+        heapq.heappush(self._ongoing_heap, first_offset)
+
+    def _close_txn(self, entry: ProducerStateEntry) -> None:
+        first = entry.current_txn_first_offset
+        if first >= 0:
+            entry.current_txn_first_offset = -1
+            if self._ongoing.get(first) == entry.producer_id:
+                del self._ongoing[first]
+                if not self._ongoing:
+                    self._ongoing_heap.clear()
+
+    def _reindex_open_txns(self) -> None:
+        self._ongoing = {e.current_txn_first_offset: pid for pid, e in self._producers.items()
+                         if e.current_txn_first_offset >= 0}
+        self._ongoing_heap = sorted(self._ongoing)
 
     # -- expiry --------------------------------------------------------------------------------
 
@@ -273,6 +359,8 @@ class ProducerStateManager:
             if offset > log_end_offset or offset < log_start_offset:
                 self.delete_snapshot(offset)
         self._producers.clear()
+        self._ongoing.clear()
+        self._ongoing_heap.clear()
         self._last_snap_offset = None
         self._dirty = True
         for offset in reversed(snapshots.list_snapshot_offsets(self.partition_dir)):
@@ -313,6 +401,7 @@ class ProducerStateManager:
                 continue
             producers[item.producer_id] = entry
         self.counters["expired"] += dropped
+        self._reindex_open_txns()
         return dropped
 
     def remove_stray_snapshots(self, segment_base_offsets: list[int]) -> None:
