@@ -21,6 +21,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage.batch import BatchHeader, split_batches
+from minikafka.storage.control import parse_marker
 from minikafka.storage.log import PartitionLog
 from minikafka.storage.log_manager import LogManager
 
@@ -71,7 +72,7 @@ class ReplayedBatch:
 
     header: BatchHeader
     records: list[tuple[int, bytes | None, bytes | None]] | None
-    control_type: int | None = None  # for a control batch: 0 ABORT, 1 COMMIT (Kafka's control key)
+    commit: bool | None = None  # for a transaction marker: True for COMMIT, False for ABORT
 
 
 def replay(plog: PartitionLog) -> Iterator[ReplayedBatch]:
@@ -89,16 +90,15 @@ def replay(plog: PartitionLog) -> Iterator[ReplayedBatch]:
             return
         for pos, header in batches:
             offset = max(offset, header.next_offset)
+            if header.is_control:
+                marker = parse_marker(data[pos : pos + header.size], header)
+                yield ReplayedBatch(header, None, None if marker is None else marker.commit)
+                continue
             try:
                 decoded = list(DefaultRecordBatch(data[pos : pos + header.size]))
             except Exception as exc:  # a batch the codec cannot read (written by an admin client)
                 log.warning("%s: skipping unreadable batch at offset %d: %s", plog.name, header.base_offset, exc)
                 yield ReplayedBatch(header, None)
-                continue
-            if header.is_control:
-                key = bytes(decoded[0].key or b"") if decoded else b""
-                kind = int.from_bytes(key[2:4], "big", signed=True) if len(key) >= 4 else None
-                yield ReplayedBatch(header, None, kind)
                 continue
             yield ReplayedBatch(header, [
                 (rec.offset, None if rec.key is None else bytes(rec.key),

@@ -62,8 +62,6 @@ log = logging.getLogger("minikafka.groups.store")
 
 #: Compact only logs of at least this many records.
 COMPACT_MIN_RECORDS = 10_000
-#: Control record types of a transaction marker (Kafka's ControlRecordType).
-_ABORT, _COMMIT = 0, 1
 
 TopicPartition = tuple[str, int]
 
@@ -107,8 +105,8 @@ class OffsetStore:
         count = 0
         for batch in replay(plog):
             header = batch.header
-            if batch.control_type is not None:
-                self.complete_transaction(header.producer_id, batch.control_type == _COMMIT)
+            if batch.commit is not None:
+                self.complete_transaction(header.producer_id, batch.commit)
                 continue
             if batch.records is None:
                 if not header.is_control:
