@@ -191,6 +191,12 @@ class OffsetIndex(_IndexFile):
         i = bisect_right(self._pos, position) - 1
         return self._pos[i] if i >= 0 else 0
 
+    def upper_bound_offset(self, position: int) -> int | None:
+        """Offset of the first entry whose batch starts at or after ``position`` (None if none):
+        Kafka's bound for the aborted transactions of a read that ended before ``position``."""
+        i = bisect_left(self._pos, position)
+        return self.base_offset + self._rel[i] if i < len(self._pos) else None
+
     def last_entry(self) -> tuple[int, int]:
         if not self._rel:
             return self.base_offset, 0

@@ -43,6 +43,7 @@ from .control import Marker, build_marker, parse_marker
 from .producer_state import ProducerStateManager
 from .records import decode_records
 from .segment import LogSegment, offset_file_name
+from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +274,7 @@ class PartitionLog:
         self.log_end_offset = self.high_watermark = segments[-1].next_offset
         self.log_start_offset = max(checkpoint_start, segments[0].base_offset)
         self.recovery_point = self.log_end_offset if clean else min(checkpoint_recovery, self.log_end_offset)
-        self._load_producer_state()
+        self._load_producer_state(recovered.intersection(self._bases))
 
     def _remove_temporary_files(self) -> None:
         for path in self.dir.iterdir():
@@ -332,32 +333,40 @@ class PartitionLog:
                             cur.next_offset, nxt.base_offset - 1, cur.base_offset, nxt.base_offset)
         return segments
 
-    def _load_producer_state(self) -> None:
+    def _load_producer_state(self, rebuilt: set[int]) -> None:
         """Reference §5.4, except the shortcut of step 1: a log with no snapshot at all is replayed
         from its start even after a clean shutdown, so minikafka never forgets producers whose
-        snapshots were lost."""
+        snapshots were lost.
+
+        ``rebuilt`` holds the base offsets of the segments recovered at this load: their
+        aborted-transaction index is written again while their batches are replayed, so the
+        state must be replayed from a snapshot at or before the first of them (later snapshots
+        describe data that recovery may have cut). Other segments keep their index as it is."""
         ps = ProducerStateManager(self.dir, self._producer_expiration_ms, self._now_ms)
         self.producer_state = ps
         ps.remove_stray_snapshots(list(self._bases))
         ps.truncate_and_reload(self.log_start_offset, self.log_end_offset)
+        if rebuilt and ps.map_end_offset > min(rebuilt):
+            ps.truncate_and_reload(self.log_start_offset, min(rebuilt))
         start = max(ps.map_end_offset, self.log_start_offset)
         if start < self.log_end_offset:
             now = self._now_ms()
             count = 0
             for seg, pos, header in self._iter_headers_from(start):
-                self._replay(seg, pos, header, now)
+                self._replay(seg, pos, header, now, seg.base_offset in rebuilt)
                 count += 1
             log.info("%s: producer state rebuilt from offset %d to %d (%d batches replayed)",
                      self.name, start, self.log_end_offset, count)
         if ps.latest_snapshot_offset() != self.log_end_offset:
             ps.take_snapshot(self.log_end_offset)
 
-    def _replay(self, seg: LogSegment, pos: int, header: BatchHeader, now_ms: int) -> None:
-        """Replay one batch of the log into the producer state (markers close transactions)."""
+    def _replay(self, seg: LogSegment, pos: int, header: BatchHeader, now_ms: int, index: bool) -> None:
+        """Replay one batch of the log into the producer state (markers close transactions, and
+        with ``index`` an ABORT adds its entry to the segment's aborted-transaction index)."""
         if header.is_control and header.producer_id >= 0:
             marker = parse_marker(seg.read_batch(pos, header), header)
             if marker is not None:
-                self._apply_marker(seg, header, marker, now_ms)
+                self._apply_marker(seg, header, marker, now_ms, index)
                 return
         self.producer_state.update(header, now_ms)
 
@@ -504,9 +513,24 @@ class PartitionLog:
         return AppendResult(leo, header.last_offset, now_ms if s.log_append_time else -1,
                             self.log_start_offset, False)
 
-    def _apply_marker(self, seg: LogSegment, header: BatchHeader, marker: Marker, now_ms: int | None) -> None:
-        """Close the producer's transaction for a marker at ``header.base_offset``."""
-        self.producer_state.apply_marker(header, marker.coordinator_epoch, now_ms)
+    def _apply_marker(self, seg: LogSegment, header: BatchHeader, marker: Marker, now_ms: int | None,
+                      index: bool = True) -> None:
+        """Close the producer's transaction for a marker at ``header.base_offset``; an ABORT that
+        closes a transaction adds an entry to the segment's aborted-transaction index, whose last
+        stable offset is the first offset of the oldest transaction still open (else the offset
+        after the marker)."""
+        ps = self.producer_state
+        first = ps.apply_marker(header, marker.coordinator_epoch, now_ms)
+        if not index or marker.commit or first < 0:
+            return
+        oldest_open = ps.first_unstable_offset()
+        lso = header.base_offset + 1 if oldest_open is None else oldest_open
+        try:
+            seg.txn_index.append(AbortedTxn(header.producer_id, first, header.base_offset, lso))
+        except OSError as e:
+            log.error("%s: cannot write the aborted-transaction index of segment %d: %s",
+                      self.name, seg.base_offset, e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"txnindex write failed: {e}") from e
 
     # ================================================================== transactions
 
@@ -671,30 +695,56 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
 
-    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes | memoryview:
-        """Whole batches from the one containing ``offset``, within one segment, up to ``max_bytes``
-        (at least one batch when ``min_one``)."""
-        if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
-                             f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
-        if offset == self.log_end_offset:
-            return b""
+    def _locate(self, offset: int) -> tuple[LogSegment, int, BatchHeader] | None:
+        """Segment, position and header of the batch holding ``offset`` (or the first after it)."""
         segments = self._segments
         i = self._segment_index(offset)
         found = segments[i].find_batch(offset)
         while found is None and i + 1 < len(segments):  # a gap between segments
             i += 1
             found = segments[i].find_batch(offset)
-        if found is None:
+        return None if found is None else (segments[i], found[0], found[1])
+
+    def _read_span(self, offset: int, max_bytes: int, min_one: bool,
+                   max_offset: int | None) -> tuple[LogSegment, int, BatchHeader, int, int] | None:
+        """Where a read starts and may end: ``(segment, position, first batch header, end position,
+        Kafka's fetch size)``, or None when nothing is readable. The fetch size is what Kafka's
+        segment read would return (it may end inside a batch; :meth:`read` cuts that batch off)."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if offset >= limit:
+            return None
+        located = self._locate(offset)
+        if located is None:
+            return None
+        seg, pos, header = located
+        end_pos = seg.size
+        if limit < seg.next_offset:
+            at_limit = seg.find_batch(limit)
+            if at_limit is not None:
+                end_pos = at_limit[0]
+        if pos >= end_pos:
+            return None
+        wanted = max(max_bytes, header.size) if min_one else max_bytes
+        return seg, pos, header, end_pos, min(end_pos - pos, wanted)
+
+    def read(self, offset: int, max_bytes: int, min_one: bool = True,
+             max_offset: int | None = None) -> bytes | memoryview:
+        """Whole batches from the one containing ``offset``, within one segment, up to ``max_bytes``
+        (at least one batch when ``min_one``), none at or beyond ``max_offset`` (read_committed
+        passes the last stable offset, a batch boundary)."""
+        span = self._read_span(offset, max_bytes, min_one, max_offset)
+        if span is None:
             return b""
-        seg = segments[i]
-        pos, header = found
+        seg, pos, header, end_pos, _size = span
         if header.size > max_bytes:
             return seg.read_batch(pos, header) if min_one else b""
-        data = seg.pread(pos, min(max_bytes, seg.size - pos))
+        data = seg.pread(pos, min(max_bytes, end_pos - pos))
         n = len(data)
-        if pos + n >= seg.size:
-            return data  # up to the segment end: whole batches
+        if pos + n >= end_pos:
+            return data  # up to the segment end or the limit: whole batches
         # Cut after the last whole batch: start from the closest indexed batch boundary.
         end = max(pos, seg.offset_index.position_at_or_before(pos + n)) - pos
         while n - end >= 12:
@@ -703,6 +753,36 @@ class PartitionLog:
                 break
             end += 12 + length
         return data if end == n else memoryview(data)[:end]
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of the aborted transactions a read_committed client needs
+        for the offsets ``[fetch_offset, upper_bound)``, selected as Kafka selects them: from the
+        segment holding ``fetch_offset`` on, every index entry whose marker is at or after the
+        fetch offset and whose first offset is below the bound, stopping after the first entry
+        whose last stable offset reaches the bound."""
+        out: list[tuple[int, int]] = []
+        for seg in self._segments[self._segment_index(fetch_offset):]:
+            found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+            out.extend((txn.producer_id, txn.first_offset) for txn in found)
+            if complete:
+                break
+        return out
+
+    def aborted_transactions_for_read(self, offset: int, max_bytes: int, min_one: bool = True,
+                                      max_offset: int | None = None) -> list[tuple[int, int]]:
+        """The aborted transactions to send with :meth:`read` of the same arguments (empty when
+        nothing is readable). The upper bound is Kafka's: the offset of the first offset-index
+        entry at or beyond the end of Kafka's fetch size in that segment, else the next
+        segment's base, else the log end."""
+        span = self._read_span(offset, max_bytes, min_one, max_offset)
+        if span is None:
+            return []
+        seg, pos, _header, _end, size = span
+        upper = seg.offset_index.upper_bound_offset(pos + size)
+        if upper is None:
+            i = bisect.bisect_right(self._bases, seg.base_offset)
+            upper = self._bases[i] if i < len(self._bases) else self.log_end_offset
+        return self.collect_aborted_transactions(offset, upper)
 
     def _first_record_at_or_after(self, seg: LogSegment, pos: int, timestamp: int) -> tuple[int, int] | None:
         for bpos, header in seg.iter_headers(pos):
@@ -833,6 +913,7 @@ class PartitionLog:
                 for seg in self._segments:
                     _fsync_path(seg.offset_index.path)
                     _fsync_path(seg.time_index.path)
+                    _fsync_path(seg.txn_index.path)
                 _fsync_path(self.dir)
             except OSError as e:
                 log.error("%s: fsync at close failed: %s", self.name, e)

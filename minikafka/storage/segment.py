@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex`` (reference §6.2-6.6).
+"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` (reference §6.2-6.6) and
+``.txnindex`` (aborted transactions, see :mod:`minikafka.storage.txn_index`).
 
 The ``.log`` file is record batches back to back, exactly as assigned by the leader. A segment holds
 offsets ``[base_offset, base_offset + 2**31 - 1]``. Appends are one ``os.pwrite`` per batch; index
@@ -18,6 +19,7 @@ from crc32c import crc32c
 
 from .batch import ATTRIBUTES_OFFSET, HEADER_SIZE, INT32_MAX, LOG_OVERHEAD, BatchHeader
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
+from .txn_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,7 @@ class LogSegment:
         self.log_path = directory / offset_file_name(base_offset, ".log")
         self.offset_index = OffsetIndex(directory / offset_file_name(base_offset, ".index"), base_offset, index_max_bytes)
         self.time_index = TimeIndex(directory / offset_file_name(base_offset, ".timeindex"), base_offset, index_max_bytes)
+        self.txn_index = TransactionIndex(directory / offset_file_name(base_offset, ".txnindex"), base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.fd = -1
         self.size = 0
@@ -108,6 +111,7 @@ class LogSegment:
                 return seg, "time index missing"
             seg.offset_index = OffsetIndex.load(seg.offset_index.path, base_offset, index_max_bytes, seg.size)
             seg.time_index = TimeIndex.load(seg.time_index.path, base_offset, index_max_bytes)
+            seg.txn_index = TransactionIndex.load(seg.txn_index.path, base_offset)
         except CorruptIndexError as e:
             return seg, f"corrupt index ({e})"
         except OSError as e:
@@ -248,9 +252,11 @@ class LogSegment:
     def recover(self) -> tuple[int, str | None]:
         """Re-validate every batch (header and CRC-32C) and rebuild both indexes (reference §5.3).
 
-        The file is cut at the first torn or invalid batch. Returns ``(bytes cut, reason)``."""
+        The file is cut at the first torn or invalid batch. Returns ``(bytes cut, reason)``. The
+        aborted-transaction index is emptied: the log rebuilds it by replaying the segment's markers."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.max_timestamp, self.offset_of_max_timestamp = -1, -1
         self.first_batch_timestamp = None
         self.bytes_since_last_index_entry = 0
@@ -328,7 +334,7 @@ class LogSegment:
         """Duplicated descriptors of every open file, so a flush thread can fsync them safely even
         if the segment is closed meanwhile."""
         fds = [os.dup(self.fd)]
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             fd = index.dup_fd()
             if fd is not None:
                 fds.append(fd)
@@ -338,9 +344,11 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.fsync()
         self.time_index.fsync()
+        self.txn_index.fsync()
 
     def close(self) -> None:
         self.on_become_inactive()
+        self.txn_index.close()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -349,6 +357,7 @@ class LogSegment:
         """Close every file as it is, untrimmed and unsynced: what a crash leaves behind."""
         self.offset_index.abandon()
         self.time_index.abandon()
+        self.txn_index.close()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -360,6 +369,7 @@ class LogSegment:
         self.next_offset = self.base_offset
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.max_timestamp, self.offset_of_max_timestamp = -1, -1
         self.first_batch_timestamp = None
         self.bytes_since_last_index_entry = 0
@@ -371,8 +381,8 @@ class LogSegment:
             self.fd = -1
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
-        self.log_path.with_suffix(".txnindex").unlink(missing_ok=True)
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
