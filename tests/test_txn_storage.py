@@ -222,3 +222,238 @@ def test_open_transactions_survive_a_clean_restart_and_a_crash(tmp_path: Path) -
     assert (log.first_unstable_offset, log.last_stable_offset) == (5, 5)
     assert not log.producer_state.producers()[9].has_open_transaction
     log.close()
+
+
+# -- the aborted-transaction index ---------------------------------------------------------------
+
+
+def txnindex_entry(pid: int, first: int, last: int, lso: int) -> bytes:
+    """One entry in Kafka's layout, written out field by field."""
+    return (b"\x00\x00" + pid.to_bytes(8, "big", signed=True) + first.to_bytes(8, "big", signed=True)
+            + last.to_bytes(8, "big", signed=True) + lso.to_bytes(8, "big", signed=True))
+
+
+def txnindex_bytes(log: PartitionLog, base: int = 0) -> bytes | None:
+    path = log.dir / f"{base:020d}.txnindex"
+    return path.read_bytes() if path.exists() else None
+
+
+def test_abort_after_another_commit_indexes_the_offset_after_the_marker(plog: PartitionLog) -> None:
+    plog.append_from_client(txn_batch(1, 0, 0))  # A @0
+    plog.append_from_client(txn_batch(2, 0, 0))  # B @1
+    plog.append_marker(1, 0, True, 0)  # C(A) @2
+    assert plog.last_stable_offset == 1
+    plog.append_marker(2, 0, False, 0)  # A(B) @3
+    assert plog.last_stable_offset == 4
+    data = txnindex_bytes(plog)
+    assert data == txnindex_entry(2, 1, 3, 4) and len(data) == 34
+
+
+def test_abort_while_another_transaction_is_open_indexes_that_transactions_first_offset(plog: PartitionLog) -> None:
+    plog.append_from_client(txn_batch(1, 0, 0))  # A @0
+    plog.append_from_client(txn_batch(2, 0, 0))  # B @1
+    plog.append_marker(2, 0, False, 0)  # A(B) @2 while A is open
+    assert txnindex_bytes(plog) == txnindex_entry(2, 1, 2, 0)
+    plog.append_marker(1, 0, False, 0)  # A(A) @3
+    assert txnindex_bytes(plog) == txnindex_entry(2, 1, 2, 0) + txnindex_entry(1, 0, 3, 4)
+
+
+def test_no_index_file_without_an_abort_that_closes_a_transaction(plog: PartitionLog) -> None:
+    plog.append_from_client(txn_batch(1, 0, 0, count=3))
+    plog.append_marker(1, 0, True, 0)
+    plog.append_marker(2, 0, False, 0)  # abort of a transaction that wrote nothing here
+    plog.append_marker(1, 0, False, 0)  # duplicate-style abort: nothing open
+    assert txnindex_bytes(plog) is None
+
+
+def test_aborted_transaction_that_started_in_an_older_segment(plog: PartitionLog) -> None:
+    for _ in range(100):
+        plog.append_from_client(make_batch())
+    plog.append_from_client(txn_batch(7, 0, 0, count=50))  # @100-149
+    plog.roll()  # segment 150
+    for _ in range(10):
+        plog.append_from_client(make_batch())  # @150-159
+    plog.append_marker(7, 0, False, 0)  # @160
+    assert txnindex_bytes(plog, 0) is None
+    assert txnindex_bytes(plog, 150) == txnindex_entry(7, 100, 160, 161)
+    assert plog.collect_aborted_transactions(120, 161) == [(7, 100)]
+    assert plog.aborted_transactions_for_read(120, 1 << 20) == [(7, 100)]
+    assert plog.collect_aborted_transactions(161, 162) == []
+
+
+def _abort(plog: PartitionLog, pid: int, count: int = 1) -> None:
+    plog.append_from_client(txn_batch(pid, 0, 0, count=count))
+    plog.append_marker(pid, 0, False, 0)
+
+
+def test_collect_selects_overlapping_entries_and_stops_at_the_first_stable_one(plog: PartitionLog) -> None:
+    _abort(plog, 1)  # @0, A @1: entry (1, 0, 1, 2)
+    _abort(plog, 2)  # @2, A @3: entry (2, 2, 3, 4)
+    _abort(plog, 3)  # @4, A @5: entry (3, 4, 5, 6)
+    assert plog.collect_aborted_transactions(0, 1) == [(1, 0)]
+    assert plog.collect_aborted_transactions(0, 2) == [(1, 0)]  # lso 2 reaches the bound: stop
+    assert plog.collect_aborted_transactions(0, 3) == [(1, 0), (2, 2)]
+    assert plog.collect_aborted_transactions(1, 100) == [(1, 0), (2, 2), (3, 4)]
+    assert plog.collect_aborted_transactions(2, 5) == [(2, 2), (3, 4)]
+    assert plog.collect_aborted_transactions(6, 7) == []
+
+
+def test_read_up_to_a_max_offset_returns_whole_batches_below_it(plog: PartitionLog) -> None:
+    plog.append_from_client(make_batch(count=2))  # @0-1
+    plog.append_from_client(txn_batch(1, 0, 0, count=3))  # @2-4, open
+    plog.append_from_client(make_batch(count=2))  # @5-6
+    lso = plog.last_stable_offset
+    assert lso == 2
+    data = plog.read(0, 1 << 20, max_offset=lso)
+    assert [(b.base_offset, b.next_offset) for b in kafka_batches(data)] == [(0, 2)]
+    assert plog.read(1, 1 << 20, max_offset=lso) == data
+    assert plog.read(2, 1 << 20, max_offset=lso) == b""
+    assert plog.read(6, 1 << 20, max_offset=lso) == b""
+    assert plog.read(7, 1 << 20, max_offset=lso) == b""
+    with pytest.raises(KafkaError):
+        plog.read(8, 1 << 20, max_offset=lso)
+    assert plog.aborted_transactions_for_read(2, 1 << 20, max_offset=lso) == []
+    plog.append_marker(1, 0, True, 0)  # @7
+    everything = plog.read(0, 1 << 20, max_offset=plog.last_stable_offset)
+    assert [b.base_offset for b in kafka_batches(everything)] == [0, 2, 5, 7]
+
+
+# -- retention, DeleteRecords, expiry ------------------------------------------------------------
+
+
+def test_index_file_goes_with_its_segment_and_open_transactions_stay_open(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", now_ms=lambda: TS)
+    _abort(log, 1)  # @0-1, entry in segment 0
+    log.append_from_client(txn_batch(2, 0, 0))  # @2, stays open
+    log.roll()  # segment 3
+    _abort(log, 3)  # @3-4, entry in segment 3
+    log.roll()  # segment 5
+    log.append_from_client(make_batch())  # @5
+    assert txnindex_bytes(log, 0) is not None and txnindex_bytes(log, 3) is not None
+    log.delete_records(4)
+    assert txnindex_bytes(log, 0) is None and txnindex_bytes(log, 3) is not None
+    # the open transaction of pid 2 started below the log start: the LSO is the log start
+    assert (log.first_unstable_offset, log.last_stable_offset) == (4, 4)
+    log.update_config({**log.config, "retention.ms": "1"})
+    log.apply_retention(TS + 10_000_000)
+    assert txnindex_bytes(log, 3) is None
+    assert log.producer_state.producers()[2].current_txn_first_offset == 2
+    assert log.last_stable_offset == log.log_start_offset
+    log.append_marker(2, 0, True, 0)
+    assert log.last_stable_offset == log.log_end_offset
+    log.close()
+
+
+def test_producers_with_an_open_transaction_never_expire(plog: PartitionLog) -> None:
+    plog.append_from_client(txn_batch(1, 0, 0))
+    plog.append_from_client(make_batch(2, 0, 0))
+    assert plog.producer_state.expire(TS + 10 ** 12) == 1
+    assert list(plog.producer_state.producers()) == [1]
+    plog.close()
+    reopened = open_log(plog.dir, now_ms=lambda: TS + 10 ** 12)
+    assert list(reopened.producer_state.producers()) == [1] and reopened.last_stable_offset == 0
+    reopened.close()
+
+
+# -- recovery ------------------------------------------------------------------------------------
+
+
+def _mixed_log(log: PartitionLog) -> None:
+    """Aborted, committed, plain and open transactions over three segments."""
+    _abort(log, 1, count=3)  # @0-2, A @3
+    log.append_from_client(txn_batch(2, 0, 0, count=2))  # @4-5
+    log.roll()
+    log.append_from_client(make_batch())  # @6
+    log.append_from_client(txn_batch(3, 0, 0))  # @7
+    log.append_marker(2, 0, False, 0)  # @8: entry (2, 4, 8, 7)
+    log.append_marker(3, 0, True, 0)  # @9
+    log.roll()
+    log.append_from_client(txn_batch(4, 0, 0, count=2))  # @10-11
+    _abort(log, 5)  # @12, A @13: entry (5, 12, 13, 10)
+    log.append_marker(4, 0, False, 0)  # @14: entry (4, 10, 14, 15)
+    log.append_from_client(txn_batch(6, 0, 0))  # @15, open
+
+
+def _read_committed_view(log: PartitionLog) -> list[tuple[int, bytes, list[tuple[int, int]]]]:
+    lso = log.last_stable_offset
+    return [(offset, bytes(log.read(offset, 200, max_offset=lso)),
+             log.aborted_transactions_for_read(offset, 200, max_offset=lso))
+            for offset in range(log.log_start_offset, log.log_end_offset + 1)]
+
+
+def _index_files(log: PartitionLog) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(log.dir.glob("*.txnindex"))}
+
+
+def test_index_entries_of_a_mixed_log(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", now_ms=lambda: TS)
+    _mixed_log(log)
+    assert _index_files(log) == {
+        "00000000000000000000.txnindex": txnindex_entry(1, 0, 3, 4),
+        "00000000000000000006.txnindex": txnindex_entry(2, 4, 8, 7),
+        "00000000000000000010.txnindex": txnindex_entry(5, 12, 13, 10) + txnindex_entry(4, 10, 14, 15),
+    }
+    assert log.last_stable_offset == 15
+    log.close()
+
+
+@pytest.mark.parametrize("lose_index_files", [False, True])
+def test_crash_rebuilds_the_index_of_unflushed_segments_and_read_committed_is_unchanged(
+        tmp_path: Path, lose_index_files: bool) -> None:
+    d = tmp_path / "t-0"
+    log = open_log(d, now_ms=lambda: TS)
+    _mixed_log(log)
+    files, view, lso = _index_files(log), _read_committed_view(log), log.last_stable_offset
+    log.abandon()
+    if lose_index_files:  # never fsynced: a crash may leave them empty or missing
+        for path in d.glob("*.txnindex"):
+            path.unlink()
+    log = open_log(d, now_ms=lambda: TS, clean=False, recovery_point=0)
+    assert _index_files(log) == files
+    assert log.last_stable_offset == lso == 15
+    assert _read_committed_view(log) == view
+    log.close()
+
+
+def test_crash_keeps_the_index_of_flushed_segments_and_rebuilds_only_the_rest(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    log = open_log(d, now_ms=lambda: TS)
+    _mixed_log(log)
+    files, view = _index_files(log), _read_committed_view(log)
+    log.abandon()
+    (d / "00000000000000000010.txnindex").unlink()
+    # the recovery point says segments 0 and 6 were flushed: only segment 10 is replayed into the index
+    log = open_log(d, now_ms=lambda: TS, clean=False, recovery_point=10)
+    assert _index_files(log) == files
+    assert _read_committed_view(log) == view
+    log.close()
+
+
+def test_index_entry_below_its_segment_makes_that_segment_recovered_at_load(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    log = open_log(d, now_ms=lambda: TS)
+    _mixed_log(log)
+    files, view = _index_files(log), _read_committed_view(log)
+    log.close()
+    with open(d / "00000000000000000006.txnindex", "ab") as f:
+        f.write(txnindex_entry(9, 0, 2, 3))  # marker offset 2 cannot be in segment 6
+    log = open_log(d, now_ms=lambda: TS)
+    assert _index_files(log) == files
+    assert _read_committed_view(log) == view
+    log.close()
+
+
+def test_a_clean_restart_reloads_the_index_without_rewriting_it(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    log = open_log(d, now_ms=lambda: TS)
+    _mixed_log(log)
+    files, view = _index_files(log), _read_committed_view(log)
+    log.close()
+    mtimes = {p.name: p.stat().st_mtime_ns for p in d.glob("*.txnindex")}
+    log = open_log(d, now_ms=lambda: TS)
+    assert _index_files(log) == files
+    assert {p.name: p.stat().st_mtime_ns for p in d.glob("*.txnindex")} == mtimes
+    assert _read_committed_view(log) == view
+    log.append_marker(6, 0, False, 0)  # the transaction left open keeps working after the restart
+    assert txnindex_bytes(log, 10).endswith(txnindex_entry(6, 15, 16, 17))
+    log.close()

@@ -5,6 +5,11 @@ client skips records before its offset. ``max_bytes`` and ``partition_max_bytes`
 limits in Kafka's sense: the first batch of the response is returned whole even if larger.
 minikafka declines incremental fetch sessions (KIP-227) by answering session id 0, which
 every client treats as "send full fetch requests".
+
+read_committed fetches (isolation level 1, v4+) stop at the last stable offset, which every v4+
+response reports whatever the isolation level, and list the aborted transactions overlapping
+what they return (clients drop those records themselves); read_uncommitted answers a null list.
+The min_bytes wait counts only what is readable at the request's isolation level.
 """
 
 from __future__ import annotations
@@ -17,10 +22,14 @@ from kafka.protocol.consumer import FetchResponse
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode, KafkaError
 
+READ_COMMITTED = 1
+
 
 def _read_all(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[dict[str, Any]]]], int]:
     logs = ctx.broker.logs
     assert logs is not None
+    committed = (ctx.api_version >= 4 and request.isolation_level == READ_COMMITTED
+                 and getattr(request, "replica_id", -1) < 0)
     remaining = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
     total = 0
     first = True
@@ -34,6 +43,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[d
                 "high_watermark": -1,
                 "last_stable_offset": -1,
                 "log_start_offset": -1,
+                "aborted_transactions": None,
                 "records": b"",
             }
             partition_log = logs.get_log(topic.topic, part.partition)
@@ -41,16 +51,24 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[d
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 entry["high_watermark"] = partition_log.high_watermark
-                entry["last_stable_offset"] = partition_log.high_watermark
+                lso = partition_log.last_stable_offset
+                entry["last_stable_offset"] = lso
                 entry["log_start_offset"] = partition_log.log_start_offset
                 limit = min(part.partition_max_bytes, remaining)
+                max_offset = lso if committed else None
                 try:
                     if limit > 0 or first:
-                        data = partition_log.read(part.fetch_offset, max(limit, 0), min_one=first)
+                        data = partition_log.read(part.fetch_offset, max(limit, 0), first, max_offset)
                     else:
                         data = b""
+                    if committed:
+                        aborted = partition_log.aborted_transactions_for_read(
+                            part.fetch_offset, max(limit, 0), first, max_offset)
+                        entry["aborted_transactions"] = [
+                            {"producer_id": pid, "first_offset": offset} for pid, offset in aborted]
                 except KafkaError as exc:
                     entry["error_code"] = exc.code
+                    entry["last_stable_offset"] = -1
                     data = b""
                 if data:
                     first = False
@@ -82,7 +100,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for name, parts in results:
         partitions = []
         for p in parts:
-            p["aborted_transactions"] = None if p["error_code"] else []
+            if p["aborted_transactions"] is not None:
+                p["aborted_transactions"] = [Partition.AbortedTransaction(**a) for a in p["aborted_transactions"]]
             if version >= 11:
                 p["preferred_read_replica"] = -1
             partitions.append(Partition(**p))

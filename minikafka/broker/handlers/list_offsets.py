@@ -1,4 +1,9 @@
-"""ListOffsets (key 2): earliest, latest, max-timestamp and by-timestamp lookups."""
+"""ListOffsets (key 2): earliest, latest, max-timestamp and by-timestamp lookups.
+
+From v2 a request carries an isolation level: for read_committed the latest offset is the last
+stable offset, and a timestamp lookup that lands at or beyond the readable end (the last stable
+offset, resp. the high watermark) answers offset -1, timestamp -1, as Kafka does.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+READ_COMMITTED = 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -22,6 +28,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     Response = ListOffsetsResponse[version]
     Topic = Response.ListOffsetsTopicResponse
     Partition = Topic.ListOffsetsPartitionResponse
+    committed = version >= 2 and request.isolation_level == READ_COMMITTED
     topics_out = []
     for topic in request.topics:
         parts = []
@@ -31,7 +38,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if partition_log is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif part.timestamp == LATEST:
-                offset = partition_log.high_watermark
+                offset = partition_log.last_stable_offset if committed else partition_log.high_watermark
             elif part.timestamp in (EARLIEST, EARLIEST_LOCAL):
                 offset = partition_log.log_start_offset
             elif part.timestamp < 0 and part.timestamp != MAX_TIMESTAMP:
@@ -46,6 +53,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                             offset, timestamp = found
                 except KafkaError as exc:
                     error = exc.code
+                readable_end = partition_log.last_stable_offset if committed else partition_log.high_watermark
+                if offset >= readable_end:
+                    offset, timestamp = -1, -1
             fields: dict[str, Any] = {
                 "partition_index": part.partition_index,
                 "error_code": error,
