@@ -6,7 +6,9 @@ written by :meth:`PartitionLog.append_marker` and read back from the ``.log`` fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crc32c import crc32c
@@ -397,63 +399,62 @@ def test_index_entries_of_a_mixed_log(tmp_path: Path) -> None:
     log.close()
 
 
-@pytest.mark.parametrize("lose_index_files", [False, True])
-def test_crash_rebuilds_the_index_of_unflushed_segments_and_read_committed_is_unchanged(
-        tmp_path: Path, lose_index_files: bool) -> None:
-    d = tmp_path / "t-0"
+def _restart_mixed_log(d: Path, crash: bool, damage: Callable[[Path], None] = lambda d: None,
+                       **open_kwargs: Any) -> PartitionLog:
+    """Write the mixed log, stop (crash or close), damage the files, reopen; assert the index
+    files and everything a read_committed reader gets are as before. Returns the reopened log."""
     log = open_log(d, now_ms=lambda: TS)
     _mixed_log(log)
     files, view, lso = _index_files(log), _read_committed_view(log), log.last_stable_offset
-    log.abandon()
-    if lose_index_files:  # never fsynced: a crash may leave them empty or missing
-        for path in d.glob("*.txnindex"):
-            path.unlink()
-    log = open_log(d, now_ms=lambda: TS, clean=False, recovery_point=0)
+    if crash:
+        log.abandon()
+    else:
+        log.close()
+    damage(d)
+    log = open_log(d, now_ms=lambda: TS, clean=not crash, **open_kwargs)
     assert _index_files(log) == files
     assert log.last_stable_offset == lso == 15
     assert _read_committed_view(log) == view
-    log.close()
+    return log
+
+
+def _remove_index_files(d: Path) -> None:
+    for path in d.glob("*.txnindex"):
+        path.unlink()
+
+
+@pytest.mark.parametrize("lose_index_files", [False, True])
+def test_crash_rebuilds_the_index_of_unflushed_segments_and_read_committed_is_unchanged(
+        tmp_path: Path, lose_index_files: bool) -> None:
+    # never fsynced index files: a crash may leave them missing
+    damage = _remove_index_files if lose_index_files else (lambda d: None)
+    _restart_mixed_log(tmp_path / "t-0", True, damage, recovery_point=0).close()
 
 
 def test_crash_keeps_the_index_of_flushed_segments_and_rebuilds_only_the_rest(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    log = open_log(d, now_ms=lambda: TS)
-    _mixed_log(log)
-    files, view = _index_files(log), _read_committed_view(log)
-    log.abandon()
-    (d / "00000000000000000010.txnindex").unlink()
     # the recovery point says segments 0 and 6 were flushed: only segment 10 is replayed into the index
-    log = open_log(d, now_ms=lambda: TS, clean=False, recovery_point=10)
-    assert _index_files(log) == files
-    assert _read_committed_view(log) == view
-    log.close()
+    def damage(d: Path) -> None:
+        (d / "00000000000000000010.txnindex").unlink()
+
+    _restart_mixed_log(tmp_path / "t-0", True, damage, recovery_point=10).close()
 
 
 def test_index_entry_below_its_segment_makes_that_segment_recovered_at_load(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    log = open_log(d, now_ms=lambda: TS)
-    _mixed_log(log)
-    files, view = _index_files(log), _read_committed_view(log)
-    log.close()
-    with open(d / "00000000000000000006.txnindex", "ab") as f:
-        f.write(txnindex_entry(9, 0, 2, 3))  # marker offset 2 cannot be in segment 6
-    log = open_log(d, now_ms=lambda: TS)
-    assert _index_files(log) == files
-    assert _read_committed_view(log) == view
-    log.close()
+    def damage(d: Path) -> None:
+        with open(d / "00000000000000000006.txnindex", "ab") as f:
+            f.write(txnindex_entry(9, 0, 2, 3))  # marker offset 2 cannot be in segment 6
+
+    _restart_mixed_log(tmp_path / "t-0", False, damage).close()
 
 
 def test_a_clean_restart_reloads_the_index_without_rewriting_it(tmp_path: Path) -> None:
-    d = tmp_path / "t-0"
-    log = open_log(d, now_ms=lambda: TS)
-    _mixed_log(log)
-    files, view = _index_files(log), _read_committed_view(log)
-    log.close()
-    mtimes = {p.name: p.stat().st_mtime_ns for p in d.glob("*.txnindex")}
-    log = open_log(d, now_ms=lambda: TS)
-    assert _index_files(log) == files
-    assert {p.name: p.stat().st_mtime_ns for p in d.glob("*.txnindex")} == mtimes
-    assert _read_committed_view(log) == view
+    mtimes: dict[str, int] = {}
+
+    def remember(d: Path) -> None:
+        mtimes.update({p.name: p.stat().st_mtime_ns for p in d.glob("*.txnindex")})
+
+    log = _restart_mixed_log(tmp_path / "t-0", False, remember)
+    assert {p.name: p.stat().st_mtime_ns for p in log.dir.glob("*.txnindex")} == mtimes
     log.append_marker(6, 0, False, 0)  # the transaction left open keeps working after the restart
     assert txnindex_bytes(log, 10).endswith(txnindex_entry(6, 15, 16, 17))
     log.close()

@@ -56,7 +56,28 @@ def _strip_preallocated(data: bytes, entry_size: int, path: Path) -> bytes:
     return data[:used] if used < len(data) else data
 
 
-class _IndexFile:
+class IndexFileHandle:
+    """The open descriptor of an index file (every per-segment index has at most one)."""
+
+    path: Path
+    _fd: int | None
+
+    def dup_fd(self) -> int | None:
+        """A duplicate of the open file descriptor, for an fsync off the event loop."""
+        return os.dup(self._fd) if self._fd is not None else None
+
+    def fsync(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def delete(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.path.unlink(missing_ok=True)
+
+
+class _IndexFile(IndexFileHandle):
     """File handling shared by both indexes: pre-allocation while active, trim when inactive."""
 
     entry_size: int
@@ -116,20 +137,6 @@ class _IndexFile:
             self.open_active(rewrite=True)
             return
         atomic_write(self.path, self._entries_bytes())
-
-    def dup_fd(self) -> int | None:
-        """A duplicate of the open file descriptor, for an fsync off the event loop."""
-        return os.dup(self._fd) if self._fd is not None else None
-
-    def fsync(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-
-    def delete(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        self.path.unlink(missing_ok=True)
 
 
 class OffsetIndex(_IndexFile):

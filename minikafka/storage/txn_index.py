@@ -25,7 +25,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import NamedTuple
 
-from .index import CorruptIndexError
+from .index import CorruptIndexError, IndexFileHandle
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
@@ -42,7 +42,7 @@ class AbortedTxn(NamedTuple):
         return _ENTRY.pack(VERSION, *self)
 
 
-class TransactionIndex:
+class TransactionIndex(IndexFileHandle):
     """The aborted transactions whose markers lie in one segment, ordered by marker offset."""
 
     def __init__(self, path: Path, base_offset: int) -> None:
@@ -115,18 +115,7 @@ class TransactionIndex:
         self._last_offsets = []
         self.path.unlink(missing_ok=True)
 
-    def dup_fd(self) -> int | None:
-        return os.dup(self._fd) if self._fd is not None else None
-
-    def fsync(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-    def delete(self) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
