@@ -1,7 +1,8 @@
 """Transactions with real clients (confluent-kafka, kafka-python, aiokafka): commit, abort,
 offsets in a consume-transform-produce loop, fencing of an older instance and the timeout abort
-of a producer that vanished. What each transaction left is read back from the log: its data
-batches and the COMMIT/ABORT markers that decide them."""
+of a producer that vanished. What each transaction left is read back twice: from the log (its
+data batches and the COMMIT/ABORT markers that decide them) and with a read_committed consumer
+of the same client library."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient, build_batch
 from tests.scenario_helpers import create_topic, produce
-from tests.txn_clients import CLIENTS, TxnProducer
+from tests.txn_clients import CLIENTS, TxnProducer, read_committed
 from tests.txn_helpers import ABORT, COMMIT, init_pid, markers, offset_fetch, stored_batches
 
 S = TxnState
@@ -62,6 +63,7 @@ def make(request: Any, broker: BrokerThread) -> Iterator[Callable[..., TxnProduc
         made.append(producer)
         return producer
 
+    start.client = request.param  # type: ignore[attr-defined]
     yield start
     for producer in made:
         try:
@@ -95,6 +97,9 @@ def test_commit_to_several_partitions_of_two_topics(make: Callable[..., TxnProdu
     committed_b, aborted_b, open_b = decided(raw, "b", 2)
     assert sorted(committed_a + committed_b) == sorted([*sent, b"last"])
     assert aborted_a == aborted_b == open_a == open_b == []
+    client = make.client  # type: ignore[attr-defined]
+    assert read_committed(client, broker.bootstrap, "a", 3) == committed_a
+    assert read_committed(client, broker.bootstrap, "b", 2) == committed_b
     for topic, partition in (("a", 1), ("a", 2), ("b", 0)):
         (marker,) = markers(raw, topic, partition)
         assert marker[3] == COMMIT
@@ -123,6 +128,9 @@ def test_abort_leaves_only_aborted_data(make: Callable[..., TxnProducer], raw: R
     assert (committed, aborted, still_open) == ([b"kept"], [b"gone-1"], [])
     assert decided(raw, "b", 2) == ([], [b"gone-2"], [])
     assert [m[3] for m in markers(raw, "a", 0)] == [ABORT, COMMIT]
+    client = make.client  # type: ignore[attr-defined]
+    assert read_committed(client, broker.bootstrap, "a", 3) == [b"kept"]
+    assert read_committed(client, broker.bootstrap, "b", 2) == []
 
 
 def test_offsets_in_a_consume_transform_produce_loop(make: Callable[..., TxnProducer], raw: RawClient,
@@ -149,6 +157,7 @@ def test_offsets_in_a_consume_transform_produce_loop(make: Callable[..., TxnProd
             wait_state(broker, txn_id, S.COMPLETE_ABORT)
             assert offset_fetch(raw, group, ("b", 0), require_stable=True) == (2, 0)
     assert decided(raw, "a", 3) == ([b"IN-0", b"IN-1"], [b"IN-2", b"IN-3"], [])
+    assert read_committed(make.client, broker.bootstrap, "a", 3) == [b"IN-0", b"IN-1"]  # type: ignore[attr-defined]
     assert [m[3] for m in markers(raw, "__consumer_offsets")] == [COMMIT, ABORT]
 
 
@@ -171,6 +180,7 @@ def test_a_second_instance_fences_the_first_and_aborts_its_transaction(
     new.commit()
     wait_state(broker, txn_id, S.COMPLETE_COMMIT)
     assert decided(raw, "a", 3) == ([b"fresh"], [b"zombie"], [])
+    assert read_committed(make.client, broker.bootstrap, "a", 3) == [b"fresh"]  # type: ignore[attr-defined]
 
 
 def test_a_vanished_producer_is_aborted_by_timeout_and_its_id_is_reusable(
@@ -205,4 +215,6 @@ def test_a_vanished_producer_is_aborted_by_timeout_and_its_id_is_reusable(
         assert committed == sorted(f"kept-{n}".encode() for n in CLIENTS)
         assert aborted == sorted(f"lost-{n}".encode() for n in CLIENTS)
         assert still_open == []
+        for name in CLIENTS:
+            assert read_committed(name, broker.bootstrap, "a", 3) == committed
         assert init_pid(raw, "v-confluent").error_code == 0

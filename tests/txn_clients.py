@@ -139,3 +139,78 @@ class AioKafkaTxn(TxnProducer):
 
 
 CLIENTS: dict[str, type[TxnProducer]] = {c.name: c for c in (ConfluentTxn, KafkaPythonTxn, AioKafkaTxn)}
+
+
+def read_committed(client: str, bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed consumer of ``client`` gets from ``topic`` (from the start to
+    the last stable offset of each partition), sorted."""
+    if client == "confluent":
+        from confluent_kafka import Consumer
+        from confluent_kafka import TopicPartition as CTP
+
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rc", "isolation.level": "read_committed",
+                             "enable.partition.eof": True, "enable.auto.commit": False, "log_level": 2})
+        consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
+        values, at_end = [], set()
+        try:
+            for _ in range(1000):
+                msg = consumer.poll(1)
+                if msg is None:
+                    continue
+                if msg.error():
+                    at_end.add(msg.partition())
+                    if len(at_end) == partitions:
+                        break
+                    continue
+                values.append(msg.value())
+            else:
+                raise AssertionError("read_committed consumer never reached the end")
+        finally:
+            consumer.close()
+        return sorted(values)
+    if client == "kafka-python":
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                 enable_auto_commit=False)
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(tps)
+        values = []
+        try:
+            for _ in range(1000):
+                if all(consumer.position(tp) >= ends[tp] for tp in tps):
+                    break
+                for records in consumer.poll(timeout_ms=200).values():
+                    values.extend(r.value for r in records)
+            else:
+                raise AssertionError("read_committed consumer never reached the end")
+        finally:
+            consumer.close()
+        return sorted(values)
+
+    async def aio() -> list[bytes]:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                    enable_auto_commit=False)
+        await consumer.start()
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning()
+        ends = await consumer.end_offsets(tps)
+        values = []
+        try:
+            for _ in range(1000):
+                if all([await consumer.position(tp) >= ends[tp] for tp in tps]):
+                    break
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    values.extend(r.value for r in records)
+            else:
+                raise AssertionError("read_committed consumer never reached the end")
+        finally:
+            await consumer.stop()
+        return sorted(values)
+
+    return asyncio.run(aio())
