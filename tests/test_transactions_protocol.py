@@ -426,3 +426,92 @@ def test_describe_and_list_transactions(client: RawClient, txn_id: str) -> None:
     assert list_txns(client, states=["Ongoing"], duration=3_600_000).transaction_states == []
     assert [s.transactional_id for s in list_txns(client, states=["Ongoing"], version=0).transaction_states] == [
         txn_id]
+
+
+def test_clients_cannot_produce_to_the_transaction_log(client: RawClient) -> None:
+    assert init_pid(client, "internal").error_code == 0
+    assert produce(client, "__transaction_state", build_batch(key=b"k")).error_code == 17
+
+
+def test_txn_offset_commit_checks_the_member_when_one_is_named(client: RawClient, txn_id: str) -> None:
+    pid, epoch = begin(client, txn_id, {T: [0]})
+    assert add_offsets(client, txn_id, pid, epoch, "gm") == 0
+    tp = (T, 0)
+    assert txn_offset_commit(client, txn_id, "gm", pid, epoch, {tp: 1}, generation=4, member="ghost") == {tp: 25}
+    assert txn_offset_commit(client, txn_id, "gm", pid, epoch, {tp: 1}) == {tp: 0}  # no group management
+    assert txn_offset_commit(client, txn_id, "", pid, epoch, {tp: 1}) == {tp: 24}
+    assert txn_offset_commit(client, txn_id, "gm", pid, epoch + 1, {tp: 1}) == {tp: 47}
+    assert txn_offset_commit(client, txn_id, "gm", pid, epoch, {(T, 9): 1}) == {(T, 9): 3}
+
+
+def test_offset_fetch_v8_reports_unstable_offsets(client: RawClient, txn_id: str) -> None:
+    from kafka.protocol.consumer import OffsetFetchRequest
+
+    pid, epoch = begin(client, txn_id, {T: [0]})
+    assert add_offsets(client, txn_id, pid, epoch, "g8") == 0
+    assert txn_offset_commit(client, txn_id, "g8", pid, epoch, {(T, 0): 5}) == {(T, 0): 0}
+    Request = OffsetFetchRequest[8]
+    Group = Request.OffsetFetchRequestGroup
+    Topic = Group.OffsetFetchRequestTopics
+    for stable, expected in ((True, (-1, 88)), (False, (-1, 0))):
+        response = client.request(Request(groups=[Group(group_id="g8", topics=[Topic(name=T, partition_indexes=[0])])],
+                                           require_stable=stable))
+        part = response.groups[0].topics[0].partitions[0]
+        assert (part.committed_offset, part.error_code) == expected
+
+
+def test_state_log_compaction_keeps_every_id(start_broker: Callable[..., BrokerThread]) -> None:
+    broker = start_broker()
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=2)
+        for i in range(5):
+            for _ in range(4):
+                init_pid(client, f"c-{i}")
+        pid, epoch = begin(client, "c-open")
+        store = coordinator(broker).store
+        broker.call(store.compact)
+        batches = stored_batches(client, "__transaction_state")
+        assert sum(len(b.records) for b in batches) == 6  # one live record per id
+    broker.restart(clean=False)
+    with RawClient(broker.bootstrap) as client:
+        assert [init_pid(client, f"c-{i}").producer_epoch for i in range(5)] == [4] * 5
+        (state,) = describe(client, "c-open")
+        assert (state.transaction_state, state.producer_id, state.producer_epoch) == ("Ongoing", pid, epoch)
+
+
+def test_offsets_log_compaction_keeps_pending_transactional_offsets(start_broker: Callable[..., BrokerThread]
+                                                                    ) -> None:
+    broker = start_broker()
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=2)
+        commit_offsets(client, "gc", {(T, 1): 3})
+        commit_offsets(client, "gc", {(T, 1): 4})
+        pid, epoch = begin(client, "keeps", {T: [0]})
+        assert add_offsets(client, "keeps", pid, epoch, "gc") == 0
+        assert txn_offset_commit(client, "keeps", "gc", pid, epoch, {(T, 0): 9}) == {(T, 0): 0}
+        before = len(stored_batches(client, OFFSETS))
+        broker.call(broker.broker.groups.store.compact)  # refuses: the pending batch must stay
+        assert len(stored_batches(client, OFFSETS)) == before
+    broker.restart(clean=False)
+    with RawClient(broker.bootstrap) as client:
+        assert offset_fetch(client, "gc", (T, 0), require_stable=True) == (-1, 88)
+        assert end_txn(client, "keeps", pid, epoch, commit=True) == 0
+        wait_state(broker, "keeps", S.COMPLETE_COMMIT)
+        assert offset_fetch(client, "gc", (T, 0), require_stable=True) == (9, 0)
+        broker.call(broker.broker.groups.store.compact)  # nothing pending any more
+        assert offset_fetch(client, "gc", (T, 1)) == (4, 0)
+    broker.restart(clean=False)
+    with RawClient(broker.bootstrap) as client:
+        assert offset_fetch(client, "gc", (T, 0)) == (9, 0)
+        assert offset_fetch(client, "gc", (T, 1)) == (4, 0)
+
+
+def test_a_transaction_with_fsync(start_broker: Callable[..., BrokerThread], txn_id: str) -> None:
+    broker = start_broker(fsync=True)
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=2)
+        pid, epoch = begin(client, txn_id, {T: [0]})
+        assert produce(client, T, transactional_batch(pid, epoch, 0, 2), transactional_id=txn_id).error_code == 0
+        assert end_txn(client, txn_id, pid, epoch, commit=True) == 0
+        wait_state(broker, txn_id, S.COMPLETE_COMMIT)
+        assert markers(client, T, 0) == [(2, pid, epoch, COMMIT)]
