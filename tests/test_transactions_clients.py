@@ -17,7 +17,7 @@ from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient, build_batch
 from tests.scenario_helpers import create_topic, produce
 from tests.txn_clients import CLIENTS, TxnProducer, read_committed
-from tests.txn_helpers import ABORT, COMMIT, init_pid, markers, offset_fetch, stored_batches
+from tests.txn_helpers import ABORT, COMMIT, init_pid, markers, offset_fetch, stored_batches, wait_state
 
 S = TxnState
 
@@ -43,15 +43,6 @@ def decided(client: RawClient, topic: str, partitions: int) -> tuple[list[bytes]
     return sorted(committed), sorted(aborted), sorted(still_open)
 
 
-def wait_state(broker: BrokerThread, txn_id: str, state: TxnState) -> None:
-    import asyncio
-
-    coordinator = broker.broker.transactions
-    for _ in range(1000):
-        if broker.call(lambda: txn_id in coordinator.txns and coordinator.txns[txn_id].state is state):
-            return
-        broker.call(asyncio.sleep, 0.01)
-    raise AssertionError(f"{txn_id} never reached {state.display}")
 
 
 @pytest.fixture(params=list(CLIENTS))

@@ -32,6 +32,8 @@ from tests.txn_helpers import (
     transactional_batch,
     txn_offset_commit,
     txn_records,
+    wait_for,
+    wait_state,
 )
 
 T = "t"
@@ -56,22 +58,12 @@ def coordinator(broker: BrokerThread) -> Any:
     return broker.broker.transactions
 
 
-def wait_for(broker: BrokerThread, condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` on the broker's loop (markers are written by a task of the coordinator)."""
-    for _ in range(500):
-        if broker.call(condition):
-            return
-        broker.call(lambda: __import__("asyncio").sleep(0.01))
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def state_of(broker: BrokerThread, txn_id: str) -> TxnState:
     return coordinator(broker).txns[txn_id].state
 
 
-def wait_state(broker: BrokerThread, txn_id: str, state: TxnState) -> None:
-    wait_for(broker, lambda: txn_id in coordinator(broker).txns and state_of(broker, txn_id) is state,
-             f"{txn_id} to reach {state.display}")
 
 
 def begin(client: RawClient, txn_id: str, partitions: dict[str, list[int]] | None = None,

@@ -7,7 +7,6 @@ offsets are replayed from the offsets log. After each, no partition keeps an ope
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from tests.txn_helpers import (
     transactional_batch,
     txn_offset_commit,
     txn_records,
+    wait_state,
 )
 
 S = TxnState
@@ -50,13 +50,6 @@ def open_transactions(client: RawClient, topic: str, partitions: int) -> list[tu
             if s.current_txn_start_offset >= 0]
 
 
-def wait_state(broker: BrokerThread, txn_id: str, state: TxnState) -> None:
-    coordinator = broker.broker.transactions
-    for _ in range(1000):
-        if broker.call(lambda: txn_id in coordinator.txns and coordinator.txns[txn_id].state is state):
-            return
-        broker.call(asyncio.sleep, 0.01)
-    raise AssertionError(f"{txn_id} never reached {state.display}")
 
 
 def start_with_data(client: RawClient, txn_id: str, partitions: list[int], timeout_ms: int = 60000

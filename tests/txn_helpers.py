@@ -188,3 +188,20 @@ def commit_offsets(client: RawClient, group: str, offsets: dict[tuple[str, int],
                                       retention_time_ms=-1,
                                       topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]))
     assert all(p.error_code == 0 for t in response.topics for p in t.partitions), response
+
+
+def wait_for(broker: Any, condition: Any, what: str) -> None:
+    """Poll ``condition`` on the broker's loop (markers are written by a task of the coordinator)."""
+    import asyncio
+
+    for _ in range(1000):
+        if broker.call(condition):
+            return
+        broker.call(asyncio.sleep, 0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_state(broker: Any, txn_id: str, state: Any) -> None:
+    """Wait until the coordinator has ``txn_id`` in ``state`` (a TxnState)."""
+    txns = broker.broker.transactions.txns
+    wait_for(broker, lambda: txn_id in txns and txns[txn_id].state is state, f"{txn_id} to reach {state.display}")

@@ -14,8 +14,9 @@ only repeats values that are already current.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, Self
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
@@ -45,6 +46,12 @@ def build_batch(records: list[Record], timestamp: int, producer_id: int = -1, pr
     for i, (key, value) in enumerate(records):
         builder.append(i, timestamp=timestamp, key=key, value=value, headers=[])
     return bytearray(builder.build())
+
+
+def internal_topic_configs(segment_bytes: int) -> dict[str, str]:
+    """Topic settings of an internal log: compacted (by its owner), no time or size retention."""
+    return {"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
+            "segment.bytes": str(segment_bytes)}
 
 
 def open_internal_log(logs: LogManager, topic: str, configs: dict[str, str]) -> PartitionLog:
@@ -134,3 +141,42 @@ def rewrite_live(plog: PartitionLog, live: Iterable[Record], now_ms: int) -> int
         log.error("%s: compaction failed (the log stays as it was): %s", plog.name, exc)
         return None
     return before
+
+
+class InternalLog:
+    """What an internal-log store holds: where its partition is, the clock, and the fsync to wait
+    for (``flush`` is given with ``--fsync``: changes are acknowledged once on disk)."""
+
+    def __init__(self, logs: LogManager, attach: Callable[[PartitionLog], None], now_ms: Callable[[], int],
+                 topic_configs: dict[str, str], flush: Callable[[PartitionLog], Any] | None = None) -> None:
+        self._logs = logs
+        self._attach = attach
+        self._now_ms = now_ms
+        self._topic_configs = topic_configs
+        self._flush = flush
+        self._log: PartitionLog | None = None
+        self.skipped_records = 0
+
+    @classmethod
+    def for_broker(cls, broker: Any, segment_setting: str) -> Self:
+        """The store of ``broker``'s internal log whose segment size is the setting ``segment_setting``."""
+        assert broker.logs is not None
+        flush = broker.flusher.flush if broker.config.fsync else None
+        configs = internal_topic_configs(broker.config.get(segment_setting))
+        return cls(broker.logs, broker.attach_log, broker.clock, configs, flush)
+
+    def _open(self, topic: str) -> PartitionLog:
+        plog = open_internal_log(self._logs, topic, self._topic_configs)
+        self._attach(plog)
+        self._log = plog
+        return plog
+
+    @property
+    def fsync(self) -> bool:
+        """Whether changes are fsynced before they are acknowledged (``--fsync``)."""
+        return self._flush is not None
+
+    async def sync(self) -> None:
+        """Wait until what was appended is on disk (only with ``--fsync``)."""
+        if self._flush is not None and self._log is not None:
+            await self._flush(self._log)

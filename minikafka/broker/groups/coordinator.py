@@ -102,16 +102,7 @@ class GroupCoordinator:
     def start(self) -> None:
         """Load the offsets log and the stored groups; called from the broker's loop at start."""
         self._loop = asyncio.get_running_loop()
-        broker = self.broker
-        assert broker.logs is not None
-        topic_configs = {
-            "cleanup.policy": "compact",
-            "retention.ms": "-1",
-            "retention.bytes": "-1",
-            "segment.bytes": str(broker.config.get("offsets.topic.segment.bytes")),
-        }
-        flush = broker.flusher.flush if broker.config.fsync else None
-        self.store = OffsetStore(broker.logs, broker.attach_log, broker.clock, topic_configs, flush)
+        self.store = OffsetStore.for_broker(self.broker, "offsets.topic.segment.bytes")
         try:
             stored = self.store.load()
         except (KafkaError, OSError, ValueError) as exc:
@@ -705,6 +696,19 @@ class GroupCoordinator:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return None
 
+    def _within_metadata_limit(self, offsets: dict[TopicPartition, CommittedOffset]
+                               ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, CommittedOffset]]:
+        """(NONE or OFFSET_METADATA_TOO_LARGE per partition, the offsets that may be stored)."""
+        results: dict[TopicPartition, int] = {}
+        accepted: dict[TopicPartition, CommittedOffset] = {}
+        for tp, committed in offsets.items():
+            if len(committed.metadata) > self.metadata_max_bytes:
+                results[tp] = OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = committed
+                results[tp] = ErrorCode.NONE
+        return results, accepted
+
     async def commit_offsets(self, group_id: str | None, member_id: str, instance_id: str | None,
                              generation_id: int, offsets: dict[TopicPartition, CommittedOffset],
                              api_version: int) -> dict[TopicPartition, int]:
@@ -726,14 +730,7 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is not None and group.state in (S.STABLE, S.PREPARING_REBALANCE):
             self._schedule_expiration(group, member, member.session_timeout_ms)
-        results: dict[TopicPartition, int] = {}
-        accepted: dict[TopicPartition, CommittedOffset] = {}
-        for tp, committed in offsets.items():
-            if len(committed.metadata) > self.metadata_max_bytes:
-                results[tp] = OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = committed
-                results[tp] = ErrorCode.NONE
+        results, accepted = self._within_metadata_limit(offsets)
         try:
             self.store.commit(group_id, accepted)
             await self.store.sync()
@@ -781,14 +778,7 @@ class GroupCoordinator:
                 error = ErrorCode.ILLEGAL_GENERATION
             if error is not None:
                 return dict.fromkeys(offsets, error)
-        results: dict[TopicPartition, int] = {}
-        accepted: dict[TopicPartition, CommittedOffset] = {}
-        for tp, committed in offsets.items():
-            if len(committed.metadata) > self.metadata_max_bytes:
-                results[tp] = OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = committed
-                results[tp] = ErrorCode.NONE
+        results, accepted = self._within_metadata_limit(offsets)
         try:
             self.store.commit_transactional(group_id, producer_id, producer_epoch, accepted)
             await self.store.sync()

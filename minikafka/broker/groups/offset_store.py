@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from minikafka.broker.internal_log import (
+    InternalLog,
     Record,
     build_batch,
-    open_internal_log,
     replay,
     rewrite_live,
     should_compact,
@@ -75,22 +75,16 @@ class PendingOffset:
     superseded: bool = False  # a normal commit of the partition was appended after it
 
 
-class OffsetStore:
+class OffsetStore(InternalLog):
     """The committed offsets of every group and the last stored metadata of each group."""
 
     def __init__(self, logs: LogManager, attach: Callable[[PartitionLog], None], now_ms: Callable[[], int],
                  topic_configs: dict[str, str], flush: Callable[[PartitionLog], Any] | None = None) -> None:
-        self._logs = logs
-        self._attach = attach
-        self._now_ms = now_ms
-        self._topic_configs = topic_configs
-        self._flush = flush
-        self._log: PartitionLog | None = None
+        super().__init__(logs, attach, now_ms, topic_configs, flush)
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._group_values: dict[str, bytes] = {}
         #: producer id -> group -> partition -> pending transactional offset
         self._pending: dict[int, dict[str, dict[TopicPartition, PendingOffset]]] = {}
-        self.skipped_records = 0
 
     # ------------------------------------------------------------------ loading
 
@@ -98,9 +92,7 @@ class OffsetStore:
         """Open (creating if needed) the offsets log and replay it; the stored groups by id.
 
         Raises ``KafkaError(COORDINATOR_NOT_AVAILABLE)`` when the log cannot be opened."""
-        plog = open_internal_log(self._logs, OFFSETS_TOPIC, self._topic_configs)
-        self._attach(plog)
-        self._log = plog
+        plog = self._open(OFFSETS_TOPIC)
         groups: dict[str, StoredGroup] = {}
         count = 0
         for batch in replay(plog):
@@ -186,16 +178,6 @@ class OffsetStore:
         for key, value in records:
             self._apply(key, value)
         self._maybe_compact()
-
-    @property
-    def fsync(self) -> bool:
-        """Whether changes are fsynced before they are acknowledged (``--fsync``)."""
-        return self._flush is not None
-
-    async def sync(self) -> None:
-        """Wait until what was appended is on disk (only with ``--fsync``)."""
-        if self._flush is not None and self._log is not None:
-            await self._flush(self._log)
 
     def commit(self, group: str, offsets: dict[TopicPartition, CommittedOffset]) -> None:
         self._append([(offset_key(group, t, p), offset_value(c)) for (t, p), c in offsets.items()])

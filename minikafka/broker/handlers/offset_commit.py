@@ -8,6 +8,7 @@ time, v6+ the leader epoch, v7+ the group.instance.id.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.consumer import OffsetCommitResponse
@@ -17,31 +18,43 @@ from minikafka.broker.groups.records import CommittedOffset
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    version = ctx.api_version
-    broker = ctx.broker
-    groups = broker.groups
-    assert groups is not None and broker.logs is not None
-    topics = broker.logs.topics()
-    now = broker.clock()
-    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+def requested_offsets(ctx: RequestContext, request_topics: Any, committed: Callable[[Any], CommittedOffset]
+                      ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], CommittedOffset]]:
+    """(UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, the offsets to store for the
+    others, built by ``committed`` from each partition entry); shared with TxnOffsetCommit."""
+    assert ctx.broker.logs is not None
+    topics = ctx.broker.logs.topics()
     errors: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], CommittedOffset] = {}
-    for topic in request.topics:
+    for topic in request_topics:
         info = topics.get(topic.name) if topic.name is not None else None
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             if info is None or not 0 <= p.partition_index < info.partitions:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            commit_ts = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
-            offsets[tp] = CommittedOffset(
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                metadata=p.committed_metadata or "",
-                commit_timestamp=commit_ts,
-                expire_timestamp=now + retention if retention >= 0 else -1,
-            )
+            else:
+                offsets[tp] = committed(p)
+    return errors, offsets
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    broker = ctx.broker
+    groups = broker.groups
+    assert groups is not None and broker.logs is not None
+    now = broker.clock()
+    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+
+    def committed(p: Any) -> CommittedOffset:
+        return CommittedOffset(
+            offset=p.committed_offset,
+            leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+            metadata=p.committed_metadata or "",
+            commit_timestamp=p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now,
+            expire_timestamp=now + retention if retention >= 0 else -1,
+        )
+
+    errors, offsets = requested_offsets(ctx, request.topics, committed)
     if offsets:
         errors.update(await groups.commit_offsets(
             request.group_id,

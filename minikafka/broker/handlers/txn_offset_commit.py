@@ -16,6 +16,7 @@ from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.records import CommittedOffset
+from minikafka.broker.handlers.offset_commit import requested_offsets
 from minikafka.errors import ErrorCode
 
 
@@ -24,23 +25,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     groups = broker.groups
     assert groups is not None and broker.logs is not None
-    topics = broker.logs.topics()
     now = broker.clock()
-    errors: dict[tuple[str, int], int] = {}
-    offsets: dict[tuple[str, int], CommittedOffset] = {}
-    for topic in request.topics:
-        info = topics.get(topic.name) if topic.name is not None else None
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if info is None or not 0 <= p.partition_index < info.partitions:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets[tp] = CommittedOffset(
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
-                metadata=p.committed_metadata or "",
-                commit_timestamp=now,
-            )
+
+    def committed(p: Any) -> CommittedOffset:
+        return CommittedOffset(offset=p.committed_offset,
+                               leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+                               metadata=p.committed_metadata or "", commit_timestamp=now)
+
+    errors, offsets = requested_offsets(ctx, request.topics, committed)
     if offsets:
         results = await groups.commit_txn_offsets(
             request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,

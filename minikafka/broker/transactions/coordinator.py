@@ -88,16 +88,7 @@ class TransactionCoordinator:
     def start(self) -> None:
         """Load ``__transaction_state``; transactions found in Prepare* get their markers again."""
         self._loop = asyncio.get_running_loop()
-        broker = self.broker
-        assert broker.logs is not None
-        topic_configs = {
-            "cleanup.policy": "compact",
-            "retention.ms": "-1",
-            "retention.bytes": "-1",
-            "segment.bytes": str(broker.config.get("transaction.state.log.segment.bytes")),
-        }
-        flush = broker.flusher.flush if broker.config.fsync else None
-        self.store = TxnStateLog(broker.logs, broker.attach_log, broker.clock, topic_configs, flush)
+        self.store = TxnStateLog.for_broker(self.broker, "transaction.state.log.segment.bytes")
         try:
             stored = self.store.load()
         except (KafkaError, OSError, ValueError) as exc:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from minikafka.broker.groups.records import RecordFormatError
-from minikafka.broker.internal_log import build_batch, open_internal_log, replay, rewrite_live, should_compact
+from minikafka.broker.internal_log import InternalLog, build_batch, replay, rewrite_live, should_compact
 from minikafka.broker.transactions.records import (
     TRANSACTION_STATE_TOPIC,
     TxnRecord,
@@ -34,25 +34,17 @@ log = logging.getLogger("minikafka.transactions.log")
 COMPACT_MIN_RECORDS = 10_000
 
 
-class TxnStateLog:
+class TxnStateLog(InternalLog):
     """Appends and replays the records of ``__transaction_state``."""
 
     def __init__(self, logs: LogManager, attach: Callable[[PartitionLog], None], now_ms: Callable[[], int],
                  topic_configs: dict[str, str], flush: Callable[[PartitionLog], Any] | None = None) -> None:
-        self._logs = logs
-        self._attach = attach
-        self._now_ms = now_ms
-        self._topic_configs = topic_configs
-        self._flush = flush
-        self._log: PartitionLog | None = None
-        self._values: dict[str, bytes] = {}
-        self.skipped_records = 0
+        super().__init__(logs, attach, now_ms, topic_configs, flush)
+        self._values: dict[str, bytes] = {}  # the last value written per live id (for compaction)
 
     def load(self) -> dict[str, TxnRecord]:
         """Open (creating if needed) the log and replay it: the stored record of every live id."""
-        plog = open_internal_log(self._logs, TRANSACTION_STATE_TOPIC, self._topic_configs)
-        self._attach(plog)
-        self._log = plog
+        plog = self._open(TRANSACTION_STATE_TOPIC)
         stored: dict[str, TxnRecord] = {}
         for batch in replay(plog):
             for _offset, key, value in batch.records or ():
@@ -88,11 +80,6 @@ class TxnStateLog:
             else:
                 self._values[txn_id] = value
         self._maybe_compact()
-
-    async def sync(self) -> None:
-        """Wait until what was appended is on disk (only with ``--fsync``)."""
-        if self._flush is not None and self._log is not None:
-            await self._flush(self._log)
 
     def _maybe_compact(self) -> None:
         plog = self._log
