@@ -507,3 +507,19 @@ def test_a_transaction_with_fsync(start_broker: Callable[..., BrokerThread], txn
         assert end_txn(client, txn_id, pid, epoch, commit=True) == 0
         wait_state(broker, txn_id, S.COMPLETE_COMMIT)
         assert markers(client, T, 0) == [(2, pid, epoch, COMMIT)]
+
+
+def test_two_transactions_interleaved_on_one_partition(broker: BrokerThread, client: RawClient) -> None:
+    pid_a, epoch_a = begin(client, "inter-a", {T: [0]})
+    pid_b, epoch_b = begin(client, "inter-b", {T: [0]})
+    assert produce(client, T, transactional_batch(pid_a, epoch_a, 0), transactional_id="inter-a").base_offset == 0
+    assert produce(client, T, transactional_batch(pid_b, epoch_b, 0), transactional_id="inter-b").base_offset == 1
+    assert produce(client, T, build_batch(value=b"plain")).base_offset == 2
+    assert end_txn(client, "inter-a", pid_a, epoch_a, commit=True) == 0
+    wait_state(broker, "inter-a", S.COMPLETE_COMMIT)
+    assert produce(client, T, transactional_batch(pid_b, epoch_b, 1), transactional_id="inter-b").base_offset == 4
+    assert end_txn(client, "inter-b", pid_b, epoch_b, commit=False) == 0
+    wait_state(broker, "inter-b", S.COMPLETE_ABORT)
+    assert markers(client, T, 0) == [(3, pid_a, epoch_a, COMMIT), (5, pid_b, epoch_b, ABORT)]
+    log = broker.call(lambda: broker.broker.logs.get_log(T, 0))
+    assert broker.call(lambda: log.last_stable_offset) == 6
