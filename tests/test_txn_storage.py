@@ -6,6 +6,7 @@ written by :meth:`PartitionLog.append_marker` and read back from the ``.log`` fi
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -457,4 +458,23 @@ def test_a_clean_restart_reloads_the_index_without_rewriting_it(tmp_path: Path) 
     assert {p.name: p.stat().st_mtime_ns for p in log.dir.glob("*.txnindex")} == mtimes
     log.append_marker(6, 0, False, 0)  # the transaction left open keeps working after the restart
     assert txnindex_bytes(log, 10).endswith(txnindex_entry(6, 15, 16, 17))
+    log.close()
+
+
+def test_open_transaction_from_a_kafka_v1_snapshot_holds_the_lso(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    log = open_log(d, now_ms=lambda: TS)
+    for _ in range(3):
+        log.append_from_client(make_batch())  # @0-2
+    log.close()
+    for path in d.glob("*.snapshot"):
+        path.unlink()
+    # Kafka's version 1: pid 7 epoch 2, last sequence 0 at offset 1, coordinator epoch 4, open since 1
+    body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 7, 2, 0, 1, 0, TS, 4, 1)
+    (d / "00000000000000000003.snapshot").write_bytes(struct.pack(">hI", 1, crc32c(body)) + body)
+    log = open_log(d, now_ms=lambda: TS)
+    assert (log.first_unstable_offset, log.last_stable_offset) == (1, 1)
+    assert _code(log.append_marker, 7, 2, False, 3) == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    log.append_marker(7, 2, False, 4)
+    assert log.last_stable_offset == 4 and txnindex_bytes(log) == txnindex_entry(7, 1, 3, 4)
     log.close()
