@@ -19,10 +19,18 @@ from kafka.protocol.admin import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
 )
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from kafka.protocol.producer import InitProducerIdRequest
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+)
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from minikafka.protocol.apis import ApiSpec
@@ -94,6 +102,29 @@ def describe_producers(v: int, topic: str) -> Any:
     return R(topics=[R.TopicRequest(name=topic, partition_indexes=[0])])
 
 
+#: A transactional id no producer initialised: the transaction APIs answer it, with the error below.
+FUZZ_TXN = "fuzz-txn"
+
+
+def add_partitions_to_txn(v: int, topic: str) -> Any:
+    R = AddPartitionsToTxnRequest[v]
+    topics = [R.AddPartitionsToTxnTopic(name=topic, partitions=[0])]
+    if v >= 4:
+        return R(transactions=[R.AddPartitionsToTxnTransaction(transactional_id=FUZZ_TXN, producer_id=0,
+                                                                producer_epoch=0, verify_only=True, topics=topics)])
+    return R(v3_and_below_transactional_id=FUZZ_TXN, v3_and_below_producer_id=0, v3_and_below_producer_epoch=0,
+             v3_and_below_topics=topics)
+
+
+def txn_offset_commit(v: int, topic: str) -> Any:
+    R = TxnOffsetCommitRequest[v]
+    Topic = R.TxnOffsetCommitRequestTopic
+    return R(transactional_id=FUZZ_TXN, group_id=f"{topic}-group", producer_id=0, producer_epoch=0,
+             generation_id=-1, member_id="", group_instance_id=None,
+             topics=[Topic(name=topic, partitions=[Topic.TxnOffsetCommitRequestPartition(
+                 partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="")])])
+
+
 SPECIFIC: dict[int, Callable[[int, str], Any]] = {
     0: lambda v, topic: produce_request(topic, 0, build_batch(value=b"fuzz-seed"), version=v),
     1: fetch,
@@ -105,11 +136,27 @@ SPECIFIC: dict[int, Callable[[int, str], Any]] = {
     20: delete_topics,
     21: delete_records,
     22: init_producer_id,
+    24: add_partitions_to_txn,
+    25: lambda v, topic: AddOffsetsToTxnRequest[v](transactional_id=FUZZ_TXN, producer_id=0, producer_epoch=0,
+                                                   group_id=f"{topic}-group"),
+    26: lambda v, topic: EndTxnRequest[v](transactional_id=FUZZ_TXN, producer_id=0, producer_epoch=0,
+                                          committed=True),
+    28: txn_offset_commit,
     32: describe_configs,
     36: lambda v, topic: SaslAuthenticateRequest[v](auth_bytes=b"\x00alice\x00alice-secret"),
     37: create_partitions,
     60: lambda v, topic: DescribeClusterRequest[v](include_cluster_authorized_operations=False, endpoint_type=1),
     61: describe_producers,
+    65: lambda v, topic: DescribeTransactionsRequest[v](transactional_ids=[FUZZ_TXN]),
+    66: lambda v, topic: ListTransactionsRequest[v](state_filters=[], producer_id_filters=[], duration_filter=-1),
+}
+
+#: The top-level error the requests above get where it is not NONE, per (API key, version): the
+#: transactional id is unknown (49), and AddPartitionsToTxn v4+ is for brokers only (31).
+EXPECTED_ERRORS: dict[tuple[int, int], int] = {
+    **{(24, v): 31 for v in (4, 5)},
+    **{(25, v): 49 for v in range(5)},
+    **{(26, v): 49 for v in range(5)},
 }
 
 #: Top-level fields a generic request gets filled in (when its schema has them).
