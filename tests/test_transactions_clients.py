@@ -209,3 +209,23 @@ def test_a_vanished_producer_is_aborted_by_timeout_and_its_id_is_reusable(
         for name in CLIENTS:
             assert read_committed(name, broker.bootstrap, "a", 3) == committed
         assert init_pid(raw, "v-confluent").error_code == 0
+
+
+def test_kafka_python_admin_lists_and_describes_transactions(broker: BrokerThread, raw: RawClient) -> None:
+    from kafka import KafkaAdminClient
+
+    pid = init_pid(raw, "admin-seen").producer_id
+    from tests.txn_helpers import add_partitions
+
+    assert add_partitions(raw, "admin-seen", pid, 0, {"a": [2]}) == {("a", 2): 0}
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        listed = [t for per_broker in admin.list_transactions(state_filters=["Ongoing"]).values() for t in per_broker]
+        assert [(t.transactional_id, t.producer_id) for t in listed] == [("admin-seen", pid)]
+        assert admin.list_transactions(duration_filter_ms=3_600_000) == {broker.broker.node_id: []}
+        described = admin.describe_transactions(["admin-seen"])["admin-seen"]
+        assert (described.producer_id, described.producer_epoch, described.transaction_timeout_ms) == (pid, 0, 60000)
+        assert {(tp.topic, tp.partition) for tp in described.topic_partitions} == {("a", 2)}
+        assert str(described.state.value) == "Ongoing"
+    finally:
+        admin.close()
