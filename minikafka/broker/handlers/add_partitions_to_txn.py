@@ -8,7 +8,8 @@ Order of checks (Kafka's): per partition, internal topics are never authorized h
 (TOPIC_AUTHORIZATION_FAILED) and unknown partitions are UNKNOWN_TOPIC_OR_PARTITION; if any
 partition failed, the others get OPERATION_NOT_ATTEMPTED and nothing is added. Otherwise the
 coordinator's one answer (INVALID_REQUEST, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED —
-INVALID_PRODUCER_EPOCH before v2 —, CONCURRENT_TRANSACTIONS, NONE) applies to every partition.
+INVALID_PRODUCER_EPOCH before v2 —, CONCURRENT_TRANSACTIONS, NONE) applies to every partition
+(``docs/semantics.md#txn-add``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The coordinator writes PrepareCommit/PrepareAbort and the answer goes out at once; the markers
 and CompleteCommit/CompleteAbort follow. v0-v4 are served (v5 would switch the coordinator to
 KIP-890 part 2, an epoch bump per transaction, which minikafka does not implement).
-PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
+PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2 (``docs/semantics.md#txn-end``).
 """
 
 from __future__ import annotations

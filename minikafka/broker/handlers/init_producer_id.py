@@ -4,7 +4,7 @@ Without a transactional id the answer is always a brand-new producer id with epo
 the transaction coordinator answers (same producer id, epoch + 1; fencing an open transaction;
 KIP-360 checks of the v3+ producer_id/producer_epoch): see
 :meth:`minikafka.broker.transactions.TransactionCoordinator.init_producer_id`. PRODUCER_FENCED
-only exists from v4; older versions get INVALID_PRODUCER_EPOCH instead.
+only exists from v4; older versions get INVALID_PRODUCER_EPOCH instead (``docs/semantics.md#txn-init``).
 """
 
 from __future__ import annotations

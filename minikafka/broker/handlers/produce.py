@@ -95,7 +95,8 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
                           tp: tuple[str, int], version: int) -> None:
     """A transactional batch is appended only while its producer's transaction is Ongoing at the
     coordinator with ``tp`` in it (checked in-process, so a late retry after an abort cannot open
-    a transaction nobody will close). The coordinator's answer as Produce reports it."""
+    a transaction nobody will close). The coordinator's answer as Produce reports it
+    (``docs/semantics.md#txn-produce``)."""
     coordinator = ctx.broker.transactions
     if coordinator is None or not _is_transactional(batch):
         return

@@ -5,7 +5,7 @@ rest go to :meth:`GroupCoordinator.commit_txn_offsets`, which checks the group, 
 transaction holds the group's offsets partition (AddOffsetsToTxn came first), the member (v3+),
 and appends the offsets as one transactional batch: they stay invisible until the transaction's
 COMMIT marker. v0-v1 get COORDINATOR_NOT_AVAILABLE where later versions get
-COORDINATOR_LOAD_IN_PROGRESS (old clients failed on the latter).
+COORDINATOR_LOAD_IN_PROGRESS (old clients failed on the latter). Rules: ``docs/semantics.md#txn-offsets``.
 """
 
 from __future__ import annotations

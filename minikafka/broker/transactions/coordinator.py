@@ -14,6 +14,8 @@ This broker coordinates every transactional id. The rules and their order are Ka
   write waits for its fsync or while markers are being written (the Prepare* states);
 - the coordinator epoch is always 0 (one broker, never a new leader of its log);
 - only the transaction protocol of clients before KIP-890 part 2 is served (EndTxn v0-v4).
+
+The rules, in the project's words: ``docs/semantics.md#transactions``.
 """
 
 from __future__ import annotations
@@ -414,7 +416,8 @@ class TransactionCoordinator:
 
     async def _fence_after_timeout(self, meta: TxnMetadata) -> None:
         meta.pending = None
-        await self._fence_and_abort(meta)
+        if meta.state is S.ONGOING and self.txns.get(meta.transactional_id) is meta:
+            await self._fence_and_abort(meta)
 
     def _expire_task(self) -> None:
         self.expire_transactional_ids()
