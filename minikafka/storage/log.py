@@ -420,10 +420,10 @@ class PartitionLog:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
         if now_ms is None:
             now_ms = self._now_ms()
-        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         batch = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
         header = BatchHeader.parse(batch)
-        seg = self._segment_for(header, len(batch), now_ms)
+        seg = self._segment_for(header, len(batch), now_ms)  # Kafka rolls before the producer checks
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         return self._write(seg, batch, header, now_ms, Marker(commit, coordinator_epoch))
 
     def _validate(self, batch: bytearray | memoryview | bytes, now_ms: int | None,
