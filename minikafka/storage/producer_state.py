@@ -7,6 +7,13 @@ duplicate of one of those batches (answered with the original offsets, nothing w
 fenced zombie (47), out of sequence (45), or new data. After the write,
 :meth:`ProducerStateManager.update` records it.
 
+Transactions: the first transactional batch of a producer opens its transaction on the partition
+(its first offset is kept in the entry and in an ordered map of open transactions), and a
+COMMIT/ABORT marker (:meth:`ProducerStateManager.apply_marker`, checked first by
+:meth:`ProducerStateManager.check_marker`) closes it. The oldest open transaction's first offset
+(:meth:`ProducerStateManager.first_unstable_offset`) bounds what read_committed consumers see.
+Producers with an open transaction never expire.
+
 Two things go beyond Kafka on purpose (reference, top section):
 
 * snapshots keep the whole window, so a retry of any of the last five batches is still
@@ -262,14 +269,6 @@ class ProducerStateManager:
         while heap and heap[0] not in ongoing:
             heapq.heappop(heap)
         return heap[0] if heap else None
-
-    def oldest_open_txn_other_than(self, producer_id: int) -> int | None:
-        """First offset of the oldest open transaction of another producer (for the index)."""
-        first = self.first_unstable_offset()
-        if first is None or self._ongoing[first] != producer_id:
-            return first
-        others = [o for o, pid in self._ongoing.items() if pid != producer_id]
-        return min(others) if others else None
 
     def _open_txn(self, entry: ProducerStateEntry, first_offset: int) -> None:
         entry.current_txn_first_offset = first_offset
