@@ -332,3 +332,24 @@ def test_restart_keeps_open_transactions_and_aborted_ones_invisible(
     with RawClient(broker.bootstrap) as c:
         delivered, _ = consume_committed(c, 0, max_bytes=1 << 20)
     assert delivered == [*expected, b"still-open"]
+
+
+def test_fetch_lists_an_aborted_transaction_that_started_in_an_older_segment(writer: Writer) -> None:
+    w = writer
+    for i in range(100):
+        w.plain(b"p%d" % i)  # @0-99
+    assert w.txn(7, b"t", count=50) == 100  # @100-149
+    w.on_loop(w.log.roll)  # segment 150
+    for i in range(10):
+        w.plain(b"q%d" % i)  # @150-159
+    assert w.marker(7, False) == 160
+    assert (w.log.dir / "00000000000000000150.txnindex").exists()
+    assert not (w.log.dir / "00000000000000000000.txnindex").exists()
+    with RawClient(w.broker.bootstrap) as c:
+        part = fetch(c, 120, READ_COMMITTED)  # reads segment 0 only: the bound is segment 150's base
+        assert offsets_of(part) == [100] and aborted(part) == [(7, 100)]
+        part = fetch(c, 150, READ_COMMITTED)
+        assert offsets_of(part)[0] == 150 and aborted(part) == [(7, 100)]
+        assert aborted(fetch(c, 161, READ_COMMITTED)) == []
+        delivered, _ = consume_committed(c, 0, max_bytes=1 << 20)
+    assert delivered == [b"p%d" % i for i in range(100)] + [b"q%d" % i for i in range(10)]
