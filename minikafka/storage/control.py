@@ -4,7 +4,7 @@ A marker is a v2 batch with the transactional and control attribute bits set (0x
 and no sequence. Its record key is ``int16 version 0, int16 type`` (ABORT 0, COMMIT 1) and its
 value ``int16 version 0, int32 coordinator epoch``. Layout as Kafka writes it in
 ``clients/src/main/java/org/apache/kafka/common/record/MemoryRecords.java``
-(``withEndTransactionMarker``) and ``EndTransactionMarker.java``.
+(``withEndTransactionMarker``) and ``EndTransactionMarker.java``; rules: docs/semantics.md#txn-markers.
 """
 
 from __future__ import annotations

@@ -415,7 +415,8 @@ class PartitionLog:
         Checked in Kafka's order: a producer epoch older than the partition's entry is 47, an entry
         coordinator epoch newer than the marker's is 52; otherwise the marker is always written
         (it takes one offset even when the producer wrote nothing here, and a duplicate marker
-        completes nothing). The last stable offset moves, so ``on_append`` is told."""
+        completes nothing). The last stable offset moves, so ``on_append`` is told.
+        Rules: docs/semantics.md#txn-markers."""
         if self._closed:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
         if now_ms is None:
@@ -545,7 +546,7 @@ class PartitionLog:
     @property
     def last_stable_offset(self) -> int:
         """The offset read_committed consumers read up to: the first unstable offset when it is
-        below the high watermark, else the high watermark."""
+        below the high watermark, else the high watermark (docs/semantics.md#txn-lso)."""
         first = self.first_unstable_offset
         hw = self.high_watermark
         return first if first is not None and first < hw else hw

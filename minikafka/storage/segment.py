@@ -1,5 +1,5 @@
-"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` (reference §6.2-6.6) and
-``.txnindex`` (aborted transactions, see :mod:`minikafka.storage.txn_index`).
+"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex`` (reference §6.2-6.6).
+Its ``.txnindex`` of aborted transactions is :mod:`minikafka.storage.txn_index`.
 
 The ``.log`` file is record batches back to back, exactly as assigned by the leader. A segment holds
 offsets ``[base_offset, base_offset + 2**31 - 1]``. Appends are one ``os.pwrite`` per batch; index

@@ -13,7 +13,7 @@ header and a trailing partial entry is ignored. Kafka's code:
 ``storage/src/main/java/org/apache/kafka/storage/internals/log/TransactionIndex.java`` and
 ``AbortedTxn.java``.
 
-Entries are few (one per aborted transaction), so they are all kept in memory; appends go to the
+Rules: docs/semantics.md#txn-index. Entries are few (one per aborted transaction), so they are all kept in memory; appends go to the
 file at once and are fsynced with the segment.
 """
 

@@ -9,7 +9,8 @@ every client treats as "send full fetch requests".
 read_committed fetches (isolation level 1, v4+) stop at the last stable offset, which every v4+
 response reports whatever the isolation level, and list the aborted transactions overlapping
 what they return (clients drop those records themselves); read_uncommitted answers a null list.
-The min_bytes wait counts only what is readable at the request's isolation level.
+The min_bytes wait counts only what is readable at the request's isolation level
+(docs/semantics.md#txn-fetch).
 """
 
 from __future__ import annotations

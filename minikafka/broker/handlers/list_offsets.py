@@ -2,7 +2,8 @@
 
 From v2 a request carries an isolation level: for read_committed the latest offset is the last
 stable offset, and a timestamp lookup that lands at or beyond the readable end (the last stable
-offset, resp. the high watermark) answers offset -1, timestamp -1, as Kafka does.
+offset, resp. the high watermark) answers offset -1, timestamp -1, as Kafka does
+(docs/semantics.md#txn-fetch).
 """
 
 from __future__ import annotations
