@@ -478,3 +478,22 @@ def test_open_transaction_from_a_kafka_v1_snapshot_holds_the_lso(tmp_path: Path)
     log.append_marker(7, 2, False, 4)
     assert log.last_stable_offset == 4 and txnindex_bytes(log) == txnindex_entry(7, 1, 3, 4)
     log.close()
+
+
+def test_crash_after_delete_records_rebuilds_the_index_from_the_snapshot_at_the_log_start(tmp_path: Path) -> None:
+    d = tmp_path / "t-0"
+    log = open_log(d, now_ms=lambda: TS)
+    log.append_from_client(txn_batch(1, 0, 0, count=3))  # @0-2, aborted below
+    log.append_from_client(make_batch(count=2))  # @3-4
+    log.delete_records(5)
+    log.producer_state.take_snapshot(5)  # what a roll or a clean shutdown at this point would leave
+    log.append_from_client(make_batch())  # @5
+    log.append_marker(1, 0, False, 0)  # @6: entry (1, 0, 6, 7)
+    files, view = _index_files(log), _read_committed_view(log)
+    assert files == {"00000000000000000000.txnindex": txnindex_entry(1, 0, 6, 7)}
+    log.abandon()
+    log = open_log(d, now_ms=lambda: TS, clean=False, log_start_offset=5, recovery_point=0)
+    assert log.log_start_offset == 5 and log.last_stable_offset == 7
+    assert _index_files(log) == files
+    assert _read_committed_view(log) == view
+    log.close()

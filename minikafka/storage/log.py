@@ -346,8 +346,11 @@ class PartitionLog:
         self.producer_state = ps
         ps.remove_stray_snapshots(list(self._bases))
         ps.truncate_and_reload(self.log_start_offset, self.log_end_offset)
-        if rebuilt and ps.map_end_offset > min(rebuilt):
-            ps.truncate_and_reload(self.log_start_offset, min(rebuilt))
+        # Replay starts at the log start at the earliest; index entries of markers below it are
+        # never read (a fetch starts at or above the log start).
+        rebuild_from = max(min(rebuilt), self.log_start_offset) if rebuilt else None
+        if rebuild_from is not None and ps.map_end_offset > rebuild_from:
+            ps.truncate_and_reload(self.log_start_offset, rebuild_from)
         start = max(ps.map_end_offset, self.log_start_offset)
         if start < self.log_end_offset:
             now = self._now_ms()
