@@ -22,10 +22,9 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    broker = ctx.broker
-    groups = broker.groups
-    assert groups is not None and broker.logs is not None
-    now = broker.clock()
+    groups = ctx.broker.groups
+    assert groups is not None
+    now = ctx.broker.clock()
 
     def committed(p: Any) -> CommittedOffset:
         return CommittedOffset(offset=p.committed_offset,
