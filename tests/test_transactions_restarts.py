@@ -173,3 +173,23 @@ def connect_when_up(bootstrap: str, deadline: float) -> RawClient:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def test_replayed_pending_offsets_lose_to_a_later_normal_commit(start_broker: Callable[..., BrokerThread]) -> None:
+    from tests.txn_helpers import commit_offsets
+
+    broker = start_broker()
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, "t", partitions=1)
+        pid, epoch = start_with_data(client, "older", [0])
+        assert add_offsets(client, "older", pid, epoch, "gr") == 0
+        assert txn_offset_commit(client, "older", "gr", pid, epoch, {("t", 0): 1, ("t", 1): 1}) == {
+            ("t", 0): 0, ("t", 1): 3}
+        commit_offsets(client, "gr", {("t", 0): 7})  # appended after the transactional offsets
+    broker.restart(clean=False)
+    with RawClient(broker.bootstrap) as client:
+        assert offset_fetch(client, "gr", ("t", 0), require_stable=True) == (-1, 88)
+        assert offset_fetch(client, "gr", ("t", 0)) == (7, 0)
+        assert end_txn(client, "older", pid, epoch, commit=True) == 0
+        wait_state(broker, "older", S.COMPLETE_COMMIT)
+        assert offset_fetch(client, "gr", ("t", 0), require_stable=True) == (7, 0)
