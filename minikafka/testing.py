@@ -250,7 +250,8 @@ class MiniKafka:
         return self._call(lambda: self._control.topics(internal))
 
     def partition_state(self, topic: str, partition: int = 0) -> dict[str, Any]:
-        """Offsets, segments, producer-state entries and idempotence counters of one partition."""
+        """Offsets (the last stable offset too), segments, producer-state entries (with their open
+        transaction's first offset) and idempotence counters of one partition."""
         return self._call(lambda: self._control.partition_state(topic, partition))
 
     def records(self, topic: str, partition: int = 0) -> list[Record]:

@@ -14,9 +14,12 @@ import pytest
 from kafka.protocol.consumer import ListOffsetsRequest
 
 from minikafka.broker.embedded import BrokerThread
+from minikafka.testing import MiniKafka
 from tests.kafka_wire import RawClient, build_batch
 from tests.scenario_helpers import create_topic, produce
-from tests.txn_clients import CLIENTS, TxnProducer
+from tests.test_metrics import scrape
+from tests.test_metrics import value as metric
+from tests.txn_clients import CLIENTS, ConfluentTxn, TxnProducer
 
 T = "rc"
 PARTITIONS = 2
@@ -243,3 +246,27 @@ def test_read_committed_stops_at_an_open_transaction_until_it_commits(
         after = ends(raw, True)
         assert after == ends(raw, False) and after[0] == 5  # 4 records and the COMMIT marker
         assert by_partition(reader.read_to(after))[0] == [b"open-1", b"behind", b"open-2"]
+
+
+def test_partition_state_and_metrics_show_the_open_transaction(minikafka_factory: Callable[..., MiniKafka]) -> None:
+    kafka = minikafka_factory(admin_port=0)
+    topic = kafka.new_topic()
+    producer = ConfluentTxn(kafka.bootstrap, f"m-{uuid.uuid4().hex[:6]}")
+    try:
+        with RawClient(kafka.bootstrap) as raw:
+            assert produce(raw, topic, build_batch(value=b"plain")).error_code == 0
+            producer.begin()
+            producer.send(topic, 0, b"open")
+            assert produce(raw, topic, build_batch(value=b"behind")).error_code == 0
+        state = kafka.partition_state(topic)
+        assert (state["high_watermark"], state["last_stable_offset"]) == (3, 1)
+        (txn,) = [p for p in state["producers"].values() if p["current_txn_first_offset"] >= 0]
+        assert txn["current_txn_first_offset"] == 1
+        assert metric(scrape(kafka), "minikafka_last_stable_offset_lag", topic=topic, partition="0") == 2
+        producer.commit()
+        state = kafka.partition_state(topic)
+        assert state["last_stable_offset"] == state["high_watermark"] == 4
+        assert all(p["current_txn_first_offset"] == -1 for p in state["producers"].values())
+        assert metric(scrape(kafka), "minikafka_last_stable_offset_lag", topic=topic, partition="0") == 0
+    finally:
+        producer.close()

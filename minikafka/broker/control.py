@@ -162,11 +162,13 @@ class BrokerControl:
             "log_start_offset": plog.log_start_offset,
             "log_end_offset": plog.log_end_offset,
             "high_watermark": plog.high_watermark,
+            "last_stable_offset": plog.last_stable_offset,
             "segments": [seg.base_offset for seg in plog.segments],
             "counters": dict(state.counters),
             "producers": {
                 pid: {"epoch": entry.epoch, "last_sequence": entry.last_seq, "last_offset": entry.last_offset,
-                      "batches": len(entry.batches)}
+                      "batches": len(entry.batches), "current_txn_first_offset": entry.current_txn_first_offset,
+                      "coordinator_epoch": entry.coordinator_epoch}
                 for pid, entry in state.producers().items()
             },
         }

@@ -70,6 +70,9 @@ PARTITION_METRICS: list[tuple[str, str, str, Callable[[PartitionLog], float]]] =
      lambda p: len(p.producer_state.producers())),
     ("minikafka_log_end_offset", "gauge", "Log end offset, per partition.", lambda p: p.log_end_offset),
     ("minikafka_log_start_offset", "gauge", "Log start offset, per partition.", lambda p: p.log_start_offset),
+    ("minikafka_last_stable_offset_lag", "gauge",
+     "High watermark minus last stable offset: offsets read_committed consumers cannot read yet, per partition.",
+     lambda p: p.high_watermark - p.last_stable_offset),
 ]
 
 
