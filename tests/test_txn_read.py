@@ -66,14 +66,14 @@ class Writer:
 
 
 def fetch(client: RawClient, offset: int, isolation: int, max_bytes: int = 1 << 20, version: int = 11,
-          max_wait_ms: int = 0, min_bytes: int = 1, topic: str = T) -> Any:
+          max_wait_ms: int = 0, min_bytes: int = 1, topic: str = T, partition: int = 0) -> Any:
     Request = FetchRequest[version]
     Topic = Request.FetchTopic
     fields: dict[str, Any] = dict(
         replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
         isolation_level=isolation, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
         topics=[Topic(topic=topic, partitions=[Topic.FetchPartition(
-            partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+            partition=partition, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
             log_start_offset=-1, partition_max_bytes=max_bytes)])],
     )
     if version < 7:
@@ -81,7 +81,7 @@ def fetch(client: RawClient, offset: int, isolation: int, max_bytes: int = 1 << 
             fields.pop(name)
     if version < 5:
         fields["topics"] = [Topic(topic=topic, partitions=[Topic.FetchPartition(
-            partition=0, fetch_offset=offset, partition_max_bytes=max_bytes)])]
+            partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)])]
     return client.request(Request(**fields)).responses[0].partitions[0]
 
 

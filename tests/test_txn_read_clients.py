@@ -8,17 +8,21 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka.protocol.consumer import ListOffsetsRequest
 
 from minikafka.broker.embedded import BrokerThread
+from minikafka.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from minikafka.testing import MiniKafka
 from tests.kafka_wire import RawClient, build_batch
 from tests.scenario_helpers import create_topic, produce
+from tests.test_crash_recovery import BrokerProcess, _free_port
 from tests.test_metrics import scrape
 from tests.test_metrics import value as metric
+from tests.test_txn_read import READ_COMMITTED, aborted, fetch, offsets_of
 from tests.txn_clients import CLIENTS, ConfluentTxn, TxnProducer
 
 T = "rc"
@@ -270,3 +274,75 @@ def test_partition_state_and_metrics_show_the_open_transaction(minikafka_factory
         assert metric(scrape(kafka), "minikafka_last_stable_offset_lag", topic=topic, partition="0") == 0
     finally:
         producer.close()
+
+
+def _read_committed_views(raw: RawClient) -> dict[int, list[Any]]:
+    """Per partition, what a read_committed Fetch of 1 byte answers at every offset up to the log end."""
+    views: dict[int, list[Any]] = {}
+    for p in range(PARTITIONS):
+        hw = end_offset(raw, p, read_committed=False)
+        views[p] = [(aborted(f), f.last_stable_offset, offsets_of(f))
+                    for f in (fetch(raw, o, READ_COMMITTED, max_bytes=1, topic=T, partition=p) for o in range(hw + 1))]
+    return views
+
+
+def test_sigkill_keeps_what_read_committed_readers_get_and_rebuilds_lost_index_files(tmp_path: Path) -> None:
+    proc = BrokerProcess(tmp_path / "data", _free_port())  # 64 KiB segments
+    proc.start()
+    bootstrap = f"127.0.0.1:{proc.port}"
+    payload = b"x" * 2000
+    try:
+        with RawClient(bootstrap) as raw:
+            create_topic(raw, T, partitions=PARTITIONS)
+        writer = ConfluentTxn(bootstrap, "k-writer")
+        holder = ConfluentTxn(bootstrap, "k-holder", timeout_ms=600_000)
+        try:
+            with RawClient(bootstrap) as raw:
+                for r in range(40):
+                    writer.begin()
+                    for p in range(PARTITIONS):
+                        writer.send(T, p, b"%d-%d-" % (r, p) + payload)
+                        assert produce(raw, T, build_batch(value=b"plain-%d" % r), partition=p).error_code == 0
+                    if r % 3 == 1:
+                        writer.abort()
+                    else:
+                        writer.commit()
+                holder.begin()
+                holder.send(T, 0, b"held")  # stays open across the crash
+                writer.begin()
+                writer.send(T, 0, b"aborted-last")
+                writer.send(T, 1, b"aborted-last")
+                writer.abort()
+                views = _read_committed_views(raw)
+            reader = ConfluentReader(bootstrap, "read_committed")
+            try:
+                with RawClient(bootstrap) as raw:
+                    before = by_partition(reader.read_to(ends(raw, True)))
+            finally:
+                reader.close()
+        finally:
+            writer.close()
+            holder.close()
+        data = proc.data_dir
+        index_files = {p.relative_to(data): p.read_bytes() for p in data.glob(f"{T}-*/*.txnindex")}
+        assert len({p.parent for p in index_files}) == PARTITIONS
+        proc.kill()  # SIGKILL: no flush, no snapshot, no clean-shutdown marker
+        # index files of segments past the recovery point were never fsynced: a crash may lose them
+        recovery = read_offset_checkpoint(data / RECOVERY_POINT_CHECKPOINT)
+        lost = [p for p in index_files if int(p.name[:20]) >= recovery.get((T, int(p.parent.name[-1])), 0)]
+        assert lost
+        for path in lost:
+            (data / path).unlink()
+        proc.start()
+        with RawClient(bootstrap) as raw:
+            assert _read_committed_views(raw) == views
+            assert end_offset(raw, 0, True) < end_offset(raw, 0, False)  # the held transaction still holds
+        assert {p.relative_to(data): p.read_bytes() for p in data.glob(f"{T}-*/*.txnindex")} == index_files
+        reader = ConfluentReader(bootstrap, "read_committed")
+        try:
+            with RawClient(bootstrap) as raw:
+                assert by_partition(reader.read_to(ends(raw, True))) == before
+        finally:
+            reader.close()
+    finally:
+        proc.stop()
