@@ -5,49 +5,134 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from minikafka.config import BrokerConfig, settings_from_env
+from minikafka import __version__
+from minikafka.config import BrokerConfig, parse_settings, settings_from_env
+from minikafka.startup_errors import (
+    EXIT_CODES,
+    BindError,
+    ConfigError,
+    DataDirError,
+    FaultFileError,
+    StartupError,
+)
+
+if TYPE_CHECKING:
+    import logging
 
 
 def _env(name: str, default: Any = None) -> Any:
     return os.environ.get(f"MINIKAFKA_{name}", default)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A bad command line gets one line (argparse would print the usage first) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 0 to 65535, got {text!r}")
+    return port
+
+
+def _node_id(text: str) -> int:
+    try:
+        node_id = int(text)
+    except ValueError:
+        node_id = -1
+    if node_id < 0:
+        raise argparse.ArgumentTypeError(f"expected a node id of 0 or more, got {text!r}")
+    return node_id
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(text: str) -> str:
+    if text.upper() not in _LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(_LOG_LEVELS)}, got {text!r}")
+    return text.upper()
+
+
+def _flag(text: str) -> bool:
+    if text.strip().lower() in ("true", "1", "yes"):
+        return True
+    if text.strip().lower() in ("false", "0", "no", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+#: ``serve`` options: flag, environment variable (MINIKAFKA_ + name), default, type, help. A flag
+#: left out falls back to its variable, then to the default (a variable set to "" counts as unset).
+_SERVE_OPTIONS: list[tuple[str, str, Any, Callable[[str], Any], str]] = [
+    ("--host", "HOST", "127.0.0.1", str, "address to listen on; 0.0.0.0 listens on every interface"),
+    ("--port", "PORT", 9092, _port, "Kafka port; 0 picks a free port (the start-up line prints it)"),
+    ("--data-dir", "DATA_DIR", "./minikafka-data", str, "directory of the logs; created if missing"),
+    ("--node-id", "NODE_ID", 1, _node_id, "node id (recorded in <data-dir>/meta.properties)"),
+    ("--advertised-host", "ADVERTISED_HOST", None, str,
+     "host clients are told to connect to (unset: --host, or 127.0.0.1 for 0.0.0.0)"),
+    ("--advertised-port", "ADVERTISED_PORT", None, _port, "port clients are told (unset: the listening port)"),
+    ("--log-level", "LOG_LEVEL", "INFO", _log_level, f"one of {', '.join(_LOG_LEVELS)}"),
+    ("--faults", "FAULTS", None, str, "fault-rule file (JSON or YAML) installed before the first request"),
+    ("--admin-port", "ADMIN_PORT", None, _port,
+     "serve the HTTP admin endpoint (faults, lifecycle, /metrics) on this port; 0 picks one (unset: no endpoint)"),
+    ("--admin-host", "ADMIN_HOST", None, str, "address of the admin endpoint (unset: --host)"),
+]
+
+_SERVE_EPILOG = (
+    "Every broker setting can also come from the environment: MINIKAFKA_ + its name in capitals with\n"
+    "dots as underscores (MINIKAFKA_LOG_SEGMENT_BYTES=1048576); --config wins over the environment.\n\n"
+    "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
+)
+
+
 def _parse_kv(items: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--config expects key=value, got {item!r}")
+        if not sep or not key.strip():
+            _fail(ConfigError.exit_code, f"--config {item!r}: expected KEY=VALUE, e.g. num.partitions=3")
         out[key.strip()] = value.strip()
     return out
 
 
+def _fail(code: int, message: str) -> NoReturn:
+    _write_line(sys.stderr, f"minikafka: {message}")
+    raise SystemExit(code)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="minikafka", description="A Kafka-compatible mini-broker.")
+    parser = _Parser(prog="minikafka", description="A Kafka-compatible mini-broker.")
+    parser.add_argument("--version", action="version", version=f"minikafka {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run a broker in the foreground")
-    serve.add_argument("--host", default=_env("HOST", "127.0.0.1"))
-    serve.add_argument("--port", type=int, default=int(_env("PORT", 9092)), help="0 picks a free port")
-    serve.add_argument("--data-dir", default=_env("DATA_DIR", "./minikafka-data"))
-    serve.add_argument("--node-id", type=int, default=int(_env("NODE_ID", 1)))
-    serve.add_argument("--advertised-host", default=_env("ADVERTISED_HOST"))
-    serve.add_argument("--advertised-port", type=int, default=_env("ADVERTISED_PORT"))
-    serve.add_argument("--fsync", action="store_true", default=_env("FSYNC", "false").lower() == "true",
-                       help="fsync appends before acknowledging them")
+    serve = sub.add_parser("serve", help="run a broker in the foreground", epilog=_SERVE_EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           description="Run a broker in the foreground; SIGINT or SIGTERM stops it cleanly.")
+    for flag, env, default, kind, text in _SERVE_OPTIONS:
+        shown = "unset" if default is None else default
+        serve.add_argument(flag, type=kind, default=None, metavar=flag[2:].replace("-", "_").upper(),
+                           help=f"{text} [default: {shown}; env MINIKAFKA_{env}]")
+    serve.add_argument("--fsync", action="store_true", default=None,
+                       help="fsync appends before acknowledging them [default: off; env MINIKAFKA_FSYNC=true]")
     serve.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                       help="a broker setting with Kafka's name, e.g. num.partitions=3 (repeatable)")
-    serve.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
-    serve.add_argument("--faults", default=_env("FAULTS"), metavar="FILE",
-                       help="fault rules to install at start (JSON, or YAML with PyYAML installed)")
-    serve.add_argument("--admin-port", type=int, default=_env("ADMIN_PORT"),
-                       help="serve the HTTP admin endpoint (faults, lifecycle, /metrics) on this port; 0 picks one")
-    serve.add_argument("--admin-host", default=_env("ADMIN_HOST"),
-                       help="address of the admin endpoint (default: --host)")
+                       help="a broker setting with Kafka's name, e.g. num.partitions=3 (repeatable); "
+                            "unknown names and out-of-range values are refused")
     ping = sub.add_parser("ping", help="check that a broker answers (an ApiVersions round trip); exit 0 if so")
+    ping.add_argument("address", nargs="?", default=None, metavar="HOST:PORT",
+                      help="the broker (same as --bootstrap)")
     ping.add_argument("--bootstrap", default=None,
                       help="host:port (default: $MINIKAFKA_HOST or 127.0.0.1, and $MINIKAFKA_PORT or 9092)")
+    ping.add_argument("--host", default=None, help="the broker's host (default: $MINIKAFKA_HOST or 127.0.0.1)")
+    ping.add_argument("--port", type=_port, default=None, help="the broker's port (default: $MINIKAFKA_PORT or 9092)")
     ping.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for the answer")
     ping.add_argument("--quiet", "-q", action="store_true", help="print nothing on success")
     from minikafka.spark_export.export import add_parser as add_export_parser  # needs no PySpark
@@ -56,7 +141,78 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _resolve_serve_options(args: argparse.Namespace) -> None:
+    """Fill the flags left out from their MINIKAFKA_* variables, then from the defaults."""
+    for flag, env, default, kind, _text in _SERVE_OPTIONS:
+        dest = flag[2:].replace("-", "_")
+        if getattr(args, dest) is not None:
+            continue
+        raw = _env(env, "")
+        try:
+            setattr(args, dest, kind(raw) if raw != "" else default)
+        except argparse.ArgumentTypeError as exc:
+            _fail(ConfigError.exit_code, f"MINIKAFKA_{env}: {exc}")
+    if args.fsync is None:
+        try:
+            args.fsync = _flag(_env("FSYNC", ""))
+        except argparse.ArgumentTypeError as exc:
+            _fail(ConfigError.exit_code, f"MINIKAFKA_FSYNC: {exc}")
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Environment settings overridden by --config; each source is checked on its own so the
+    message says where a bad one came from."""
+    from_env = settings_from_env()
+    from_cli = _parse_kv(args.config)
+    for source, settings in (("environment", from_env), ("--config", from_cli)):
+        try:
+            parse_settings(settings)
+        except ConfigError as exc:
+            if source == "environment":
+                name = str(exc).split("=", 1)[0].split(":", 1)[0]
+                _fail(exc.exit_code, f"MINIKAFKA_{name.upper().replace('.', '_')}: {exc}")
+            _fail(exc.exit_code, f"--config {exc}")
+    return {**from_env, **from_cli}
+
+
+def _surviving_log_handler() -> logging.Handler:
+    """A stderr handler that drops the log lines nobody reads any more (the pipe's reader exited):
+    a broker must not die, or stop uncleanly, because its output went away."""
+    import logging
+
+    class SurvivingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+        def handleError(self, record: logging.LogRecord) -> None:
+            if isinstance(sys.exc_info()[1], OSError):
+                _silence(self.stream)
+                return
+            super().handleError(record)
+
+    handler = SurvivingStreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    return handler
+
+
+def _silence(stream: Any) -> None:
+    """Point the file descriptor under ``stream`` at /dev/null (its reader is gone)."""
+    try:
+        fd = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _write_line(stream: Any, line: str) -> None:
+    try:
+        print(line, file=stream, flush=True)
+    except OSError:
+        _silence(stream)
+
+
 def serve(args: argparse.Namespace) -> int:
+    _resolve_serve_options(args)
+    settings = _settings(args)
     if _env("EAGER_IMPORTS", "").lower() not in ("1", "true"):  # the escape hatch, and a baseline for the bench
         from minikafka import _kafka_codec
 
@@ -69,19 +225,20 @@ def serve(args: argparse.Namespace) -> int:
     from minikafka.broker.embedded import new_event_loop
     from minikafka.broker.server import Broker
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings: dict[str, Any] = settings_from_env()
-    settings.update(_parse_kv(args.config))
-    config = BrokerConfig(
-        host=args.host,
-        port=args.port,
-        data_dir=args.data_dir,
-        node_id=args.node_id,
-        advertised_host=args.advertised_host,
-        advertised_port=int(args.advertised_port) if args.advertised_port else None,
-        fsync=args.fsync,
-        settings=settings,
-    )
+    logging.basicConfig(level=args.log_level, handlers=[_surviving_log_handler()])
+    try:
+        config = BrokerConfig(
+            host=args.host,
+            port=args.port,
+            data_dir=args.data_dir,
+            node_id=args.node_id,
+            advertised_host=args.advertised_host,
+            advertised_port=args.advertised_port or None,
+            fsync=args.fsync,
+            settings=settings,
+        )
+    except ConfigError as exc:
+        _fail(exc.exit_code, str(exc))
 
     fault_specs = _load_faults(args.faults)
     wants_control = args.admin_port is not None or bool(fault_specs)
@@ -98,13 +255,20 @@ def serve(args: argparse.Namespace) -> int:
 
             control = BrokerControl(broker)  # installs the fault interceptor before the first request
             control.faults.add_all(fault_specs)
-        await broker.start()
-        print(f"minikafka listening on {broker.host}:{broker.port}", flush=True)
         if control is not None and args.admin_port is not None:
             from minikafka.broker.admin_http import AdminServer
 
+            # bound before the broker starts: a busy admin port must not leave a half-started broker
             admin = await AdminServer(control, args.admin_host or args.host, int(args.admin_port)).start()
-            print(f"minikafka admin endpoint on {admin.host}:{admin.port}", flush=True)
+        try:
+            await broker.start()
+        except BaseException:
+            if admin is not None:
+                await admin.stop()
+            raise
+        _write_line(sys.stdout, f"minikafka listening on {broker.host}:{broker.port}")
+        if admin is not None:
+            _write_line(sys.stdout, f"minikafka admin endpoint on {admin.host}:{admin.port}")
         await stop.wait()
         if admin is not None:
             await admin.stop()
@@ -113,9 +277,25 @@ def serve(args: argparse.Namespace) -> int:
     loop = new_event_loop()
     try:
         loop.run_until_complete(main())
+    except StartupError as exc:
+        _fail(exc.exit_code, _for_the_command_line(exc, args))
     finally:
         loop.close()
     return 0
+
+
+def _for_the_command_line(exc: StartupError, args: argparse.Namespace) -> str:
+    """The error in the words of the command line: the flags that set what failed."""
+    if isinstance(exc, BindError):
+        if exc.setting == "admin endpoint":
+            return f"--admin-host {exc.host} / --admin-port {args.admin_port}: cannot listen on " \
+                   f"{exc.host}:{exc.port}: {exc.reason}"
+        if exc.setting == "host/port":
+            return f"--host {exc.host} / --port {exc.port}: cannot listen on {exc.host}:{exc.port}: {exc.reason}"
+        return f"--config listeners ({exc.setting}): cannot listen on {exc.host}:{exc.port}: {exc.reason}"
+    if isinstance(exc, DataDirError):
+        return f"--data-dir {str(exc).removeprefix('data dir ')}"
+    return str(exc)
 
 
 def _load_faults(path: str | None) -> list[dict[str, Any]]:
@@ -128,7 +308,7 @@ def _load_faults(path: str | None) -> list[dict[str, Any]]:
         for spec in specs:
             FaultRule.from_dict(spec)  # fail before the broker starts, not at the first request
     except (OSError, FaultRuleError) as exc:
-        raise SystemExit(f"minikafka: --faults {path}: {exc}") from None
+        _fail(FaultFileError.exit_code, f"--faults {path}: {exc}")
     return specs
 
 
@@ -137,16 +317,13 @@ def ping(args: argparse.Namespace) -> int:
     import socket
     import struct
 
-    host = _env("HOST", "127.0.0.1")
-    if host in ("0.0.0.0", "::", ""):  # listening everywhere: loopback reaches it
-        host = "127.0.0.1"
-    bootstrap = args.bootstrap or f"{host}:{_env('PORT', 9092)}"
-    host, _, port = bootstrap.rpartition(":")
+    host, port = _ping_address(args)
+    bootstrap = f"{host}:{port}"
     correlation_id = 0x6D6B  # "mk"
     client_id = b"minikafka-ping"
     body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=args.timeout) as sock:
+        with socket.create_connection((host.strip("[]"), port), timeout=args.timeout) as sock:
             sock.settimeout(args.timeout)
             sock.sendall(struct.pack(">i", len(body)) + body)
             data = b""
@@ -169,6 +346,29 @@ def ping(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"minikafka at {bootstrap} answers: {count} APIs")
     return 0
+
+
+def _ping_address(args: argparse.Namespace) -> tuple[str, int]:
+    """HOST:PORT (positional or --bootstrap), or --host / --port, or MINIKAFKA_HOST / MINIKAFKA_PORT."""
+    address = args.address or args.bootstrap
+    if address is not None:
+        if args.host is not None or args.port is not None:
+            _fail(ConfigError.exit_code, f"ping {address}: give HOST:PORT or --host/--port, not both")
+        host, sep, port_text = address.rpartition(":")
+        try:
+            return host or "127.0.0.1", _port(port_text) if sep else _port("")
+        except argparse.ArgumentTypeError:
+            _fail(ConfigError.exit_code, f"ping {address!r}: expected HOST:PORT with a port from 0 to 65535, "
+                                         "e.g. 127.0.0.1:9092")
+    host = args.host or _env("HOST", "") or "127.0.0.1"
+    if host in ("0.0.0.0", "::"):  # a broker listening everywhere: loopback reaches it
+        host = "127.0.0.1"
+    if args.port is not None:
+        return host, args.port
+    try:
+        return host, _port(_env("PORT", "") or "9092")
+    except argparse.ArgumentTypeError as exc:
+        _fail(ConfigError.exit_code, f"MINIKAFKA_PORT={_env('PORT')!r}: {exc}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,10 +7,13 @@ variables (``MINIKAFKA_LOG_SEGMENT_BYTES=1048576`` sets ``log.segment.bytes``), 
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from minikafka.startup_errors import ConfigError
 
 LONG_MAX = 9223372036854775807
 
@@ -86,6 +89,29 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "transaction.state.log.segment.bytes": (int, 104857600),
 }
 
+#: Smallest value of an integer broker setting where it is not 0 (-1 means "unlimited" where allowed);
+#: one that is the default of a topic setting has that setting's minimum (TOPIC_CONFIG_MINIMUM).
+BROKER_SETTING_MINIMUM: dict[str, int] = {
+    "num.partitions": 1,
+    "default.replication.factor": 1,
+    "socket.request.max.bytes": 1,
+    "log.retention.check.interval.ms": 1,
+    "log.flush.offset.checkpoint.interval.ms": 1,
+    "producer.id.expiration.ms": 1,
+    "producer.id.expiration.check.interval.ms": 1,
+    "group.max.size": 1,
+    "offsets.retention.minutes": 1,
+    "offsets.retention.check.interval.ms": 1,
+    "offsets.topic.segment.bytes": 1,
+    "max.connections": 1,
+    "max.connections.per.ip": 1,
+    "connections.max.idle.ms": -1,
+    "socket.listen.backlog.size": 1,
+    "sasl.server.max.receive.size": 1,
+    "minikafka.topic.max.partitions": 1,
+    "min.insync.replicas": 1,
+}
+
 #: Topic-level settings: topic name -> (broker setting it defaults to, type).
 TOPIC_CONFIG_SOURCES: dict[str, tuple[str, type]] = {
     "segment.bytes": ("log.segment.bytes", int),
@@ -115,24 +141,55 @@ def _convert(kind: type, value: Any, name: str) -> Any:
             return True
         if text.lower() in ("false", "0", "no"):
             return False
-        raise ValueError(f"{name}: expected true or false, got {value!r}")
+        raise ConfigError(f"{name}: expected true or false, got {value!r}")
     if kind is int:
         try:
             return int(text)
         except ValueError:
-            raise ValueError(f"{name}: expected an integer, got {value!r}") from None
+            raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
     return text
 
 
 def parse_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate and convert broker settings; unknown names are kept as strings."""
+    """Validate and convert broker settings: an unknown name, a value of the wrong type or out of
+    range raises :class:`ConfigError` (a broker refuses to start rather than ignore a setting)."""
     out: dict[str, Any] = {}
     for name, value in settings.items():
-        if name in BROKER_DEFAULTS:
-            out[name] = _convert(BROKER_DEFAULTS[name][0], value, name)
-        else:
-            out[name] = str(value)
+        kind = setting_kind(name)
+        if kind is None:
+            close = difflib.get_close_matches(name, list(BROKER_DEFAULTS), n=3)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise ConfigError(f"{name}={value}: unknown broker setting{hint}")
+        out[name] = _checked(setting_base_name(name), _convert(kind, value, name))
     return out
+
+
+def setting_base_name(name: str) -> str:
+    """``listener.name.<listener>.<setting>`` -> ``<setting>``; other names unchanged."""
+    if name.startswith("listener.name.") and name.count(".") >= 3:
+        return name.split(".", 3)[3]
+    return name
+
+
+def setting_kind(name: str) -> type | None:
+    """The type of a broker setting (a listener-prefixed one too), or None if minikafka does not know it."""
+    known = BROKER_DEFAULTS.get(setting_base_name(name))
+    return known[0] if known is not None else None
+
+
+def _checked(name: str, value: Any) -> Any:
+    """Range and choice checks, from the tables: a broker setting that is the default of a topic
+    setting obeys that topic setting's limits; any other integer setting must be at least
+    :data:`BROKER_SETTING_MINIMUM` (0 unless listed)."""
+    topic_name = _TOPIC_NAME_OF.get(name)
+    if BROKER_DEFAULTS[name][0] is int:
+        minimum = BROKER_SETTING_MINIMUM.get(name, TOPIC_CONFIG_MINIMUM.get(topic_name or "", 0))
+        if value < minimum:
+            raise ConfigError(f"{name}={value}: expected at least {minimum}")
+    choices = TOPIC_CONFIG_CHOICES.get(topic_name or "")
+    if choices is not None and value not in choices:
+        raise ConfigError(f"{name}={value}: expected one of {', '.join(sorted(choices))}")
+    return value
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -160,6 +217,10 @@ class BrokerConfig:
     settings: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for name in ("port", "advertised_port"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= 65535:
+                raise ConfigError(f"{name}={value}: expected a port number from 0 to 65535")
         self.settings = parse_settings(self.settings)
 
     def get(self, name: str) -> Any:
@@ -194,6 +255,10 @@ TOPIC_CONFIG_CHOICES: dict[str, frozenset[str]] = {
     "cleanup.policy": frozenset({"delete", "compact", "compact,delete", "delete,compact"}),
     "compression.type": frozenset({"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}),
 }
+
+
+#: broker setting -> the topic setting it is the default of
+_TOPIC_NAME_OF: dict[str, str] = {source: topic for topic, (source, _kind) in TOPIC_CONFIG_SOURCES.items()}
 
 
 def parse_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:

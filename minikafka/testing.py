@@ -234,11 +234,12 @@ class MiniKafka:
         """Forget producer state now, as if ``producer.id.expiration.ms`` had passed."""
         return self._call(lambda: self._control.expire_producers(topic, partition))
 
-    def create_topic(self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None) -> str:
+    def create_topic(self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None) -> str:
+        """Create a topic; ``partitions`` defaults to the broker's ``num.partitions``."""
         self._call(lambda: self._control.create_topic(name, partitions, dict(config or {})))
         return name
 
-    def new_topic(self, partitions: int = 1, config: Mapping[str, Any] | None = None, prefix: str = "test") -> str:
+    def new_topic(self, partitions: int | None = None, config: Mapping[str, Any] | None = None, prefix: str = "test") -> str:
         """Create a topic with a fresh unique name (handy with a broker shared by many tests)."""
         return self.create_topic(f"{prefix}-{uuid.uuid4().hex[:12]}", partitions, config)
 

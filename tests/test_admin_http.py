@@ -36,14 +36,17 @@ class Served:
 
 
 def _read_line(process: subprocess.Popen[str], deadline: float) -> str:
+    # byte by byte from the descriptor: a buffered readline would take the next line too, out of
+    # select's sight (serve prints its two address lines together)
     assert process.stdout is not None
+    fd, line = process.stdout.fileno(), b""
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([process.stdout], [], [], 0.1)
-        if ready:
-            line = process.stdout.readline()
-            if line:
-                return line.strip()
-        if process.poll() is not None:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        byte = os.read(fd, 1) if ready else b""
+        if byte == b"\n":
+            return line.decode().strip()
+        line += byte
+        if not byte and process.poll() is not None:
             raise AssertionError(f"minikafka serve exited with {process.returncode}: {process.stderr.read()}")
     raise AssertionError("minikafka serve did not report its address within 30 s")
 

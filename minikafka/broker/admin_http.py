@@ -38,6 +38,7 @@ from minikafka.broker import prometheus
 from minikafka.broker.control import BrokerControl
 from minikafka.broker.faults import FaultRuleError, rule_specs
 from minikafka.errors import KafkaError
+from minikafka.startup_errors import BindError, bind_reason
 
 log = logging.getLogger("minikafka.admin")
 
@@ -80,9 +81,13 @@ class AdminServer:
         return f"http://{host}:{self.port}"
 
     async def start(self) -> AdminServer:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("admin endpoint on %s", self.url)
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        except OSError as exc:
+            raise BindError("admin endpoint", self.host, self.port, bind_reason(exc)) from exc
+        bound = self._server.sockets[0].getsockname()
+        self.port = bound[1]
+        log.info("admin endpoint listening on %s:%d (%s)", bound[0], self.port, self.url)
         return self
 
     async def stop(self) -> None:
@@ -129,7 +134,7 @@ class AdminServer:
                 except Exception as exc:
                     log.exception("admin request %s %s failed", method, target)
                     response = _json(500, {"error": f"{type(exc).__name__}: {exc}"})
-                self._write(writer, *response, keep_alive=keep_alive)
+                self._write(writer, *response, keep_alive=keep_alive, head_only=method == "HEAD")
                 await writer.drain()
         except asyncio.CancelledError:
             pass
@@ -179,11 +184,11 @@ class AdminServer:
         return method.upper(), target, headers, body
 
     def _write(self, writer: asyncio.StreamWriter, status: int, content_type: str, body: bytes,
-               keep_alive: bool) -> None:
+               keep_alive: bool, head_only: bool = False) -> None:
         head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n"
                 f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
                 f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n")
-        writer.write(head.encode("latin-1") + body)
+        writer.write(head.encode("latin-1") + (b"" if head_only else body))  # HEAD: GET's headers, no body
 
     # ----------------------------------------------------------------- routes
     async def _route(self, method: str, target: str, body: bytes) -> Response:
@@ -213,7 +218,7 @@ class AdminServer:
         methods = routes.get(key)
         if methods is None:
             raise HttpError(404, f"no such endpoint: {path}")
-        handler = methods.get(method)
+        handler = methods.get("GET" if method == "HEAD" else method)  # HEAD answers as GET, without the body
         if handler is None:
             raise HttpError(405, f"{method} not allowed on {path}; use {', '.join(methods)}")
         return await handler(_parse_body(body), *args)
@@ -264,12 +269,19 @@ class AdminServer:
         return _json(200, self.control.status())
 
     async def _roll(self, body: Any) -> Response:
-        rolled = self.control.roll_segments(_field(body, "topic", str, None), _field(body, "partition", int, None))
+        try:
+            rolled = self.control.roll_segments(_field(body, "topic", str, None),
+                                                _field(body, "partition", int, None))
+        except KeyError as exc:
+            raise HttpError(404, str(exc.args[0])) from None
         return _json(200, {"rolled": rolled})
 
     async def _expire(self, body: Any) -> Response:
-        count = self.control.expire_producers(_field(body, "topic", str, None),
-                                              _field(body, "partition", int, None))
+        try:
+            count = self.control.expire_producers(_field(body, "topic", str, None),
+                                                  _field(body, "partition", int, None))
+        except KeyError as exc:
+            raise HttpError(404, str(exc.args[0])) from None
         return _json(200, {"expired": count})
 
     async def _topics(self, _body: Any) -> Response:
@@ -283,7 +295,7 @@ class AdminServer:
         if not name:
             raise HttpError(400, "a topic needs a name")
         config = _field(body, "config", dict, None)
-        self.control.create_topic(name, _field(body, "partitions", int, 1), config)
+        self.control.create_topic(name, _field(body, "partitions", int, None), config)  # None: num.partitions
         return _json(201, {"name": name, "partitions": self.control.topics().get(name)})
 
     async def _partition(self, _body: Any, topic: str, partition: str) -> Response:

@@ -70,7 +70,7 @@ class Connection:
                     log.warning("closing connection from %s: %s", self.peer, exc)
                     return
                 except asyncio.IncompleteReadError:
-                    log.info("connection from %s closed in the middle of a frame", self.peer)
+                    log.debug("connection from %s closed in the middle of a frame", self.peer)
                     return
                 if payload is None:
                     return
@@ -89,7 +89,9 @@ class Connection:
                     # pipelines must not hold the loop while other connections wait (Kafka
                     # queues requests from all connections in one FIFO).
                     await asyncio.sleep(0)
-        except (ConnectionError, OSError) as exc:
+        except ConnectionError as exc:  # reset by peer, broken pipe: a client went away, which is routine
+            log.debug("connection from %s ended: %s", self.peer, exc)
+        except OSError as exc:
             log.info("connection from %s ended: %s", self.peer, exc)
         finally:
             self.close()

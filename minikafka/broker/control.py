@@ -113,7 +113,7 @@ class BrokerControl:
         """Start a new segment now in the matching partitions (all by default); returns the names
         of those that rolled (a partition whose active segment is empty does not roll)."""
         rolled = []
-        for plog in self._logs(topic, partition):
+        for plog in self._named_logs(topic, partition):
             before = len(plog.segments)
             plog.roll()
             if len(plog.segments) > before:
@@ -123,12 +123,24 @@ class BrokerControl:
     def expire_producers(self, topic: str | None = None, partition: int | None = None) -> int:
         """Forget every producer (outside a transaction) of the matching partitions now, as if
         ``producer.id.expiration.ms`` had passed; returns how many entries went."""
-        return sum(plog.producer_state.expire(_FAR_FUTURE_MS) for plog in self._logs(topic, partition))
+        return sum(plog.producer_state.expire(_FAR_FUTURE_MS) for plog in self._named_logs(topic, partition))
 
-    def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None) -> None:
+    def _named_logs(self, topic: str | None, partition: int | None) -> list[PartitionLog]:
+        """The matching partitions; KeyError when a topic or partition was named and none matches
+        (a typo must not look like "nothing to do")."""
+        plogs = self._logs(topic, partition)
+        if not plogs and (topic is not None or partition is not None):
+            raise KeyError(f"no partition matches topic {topic or '*'}, partition "
+                           f"{'*' if partition is None else partition}")
+        return plogs
+
+    def create_topic(self, name: str, partitions: int | None = None, config: dict[str, Any] | None = None) -> None:
+        """Create a topic; ``partitions`` defaults to the broker's ``num.partitions``, as CreateTopics does."""
         logs = self.broker.logs
         if logs is None or not self.broker.started:
             raise RuntimeError("the broker is not running")
+        if partitions is None:
+            partitions = int(self.broker.config.get("num.partitions"))
         logs.create_topic(name, partitions, {k: str(v) for k, v in (config or {}).items()})
         for p in range(partitions):
             plog = logs.get_log(name, p)

@@ -27,13 +27,20 @@ from typing import Any
 
 from minikafka.broker.acceptor import Acceptor, bind_sockets
 from minikafka.config import BrokerConfig
+from minikafka.startup_errors import BindError, ConfigError, KeyMaterialError, bind_reason
 
 PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 _ENDPOINT = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[0-9A-Fa-f:.]+\]|[^:/\s]*):(?P<port>\d+)$")
 
 
-class ListenerConfigError(ValueError):
+class ListenerConfigError(ConfigError):
     """A listener setting that cannot work: the broker refuses to start rather than guess."""
+
+
+class ListenerKeyMaterialError(ListenerConfigError, KeyMaterialError):
+    """A TLS listener whose key store or trust store is missing or cannot be loaded."""
+
+    exit_code = KeyMaterialError.exit_code
 
 
 @dataclass
@@ -188,7 +195,7 @@ def server_ssl_context(config: BrokerConfig, listener_name: str) -> ssl.SSLConte
         elif get("ssl.keystore.certificate.chain") and get("ssl.keystore.key"):
             _load_inline_chain(context, get("ssl.keystore.certificate.chain"), get("ssl.keystore.key"), password)
         else:
-            raise ListenerConfigError(f"listener {listener_name} uses TLS but neither ssl.keystore.location nor "
+            raise ListenerKeyMaterialError(f"listener {listener_name} uses TLS but neither ssl.keystore.location nor "
                                       "ssl.keystore.certificate.chain and ssl.keystore.key are set")
         client_auth = get("ssl.client.auth").lower() or "none"
         if client_auth not in ("none", "requested", "required"):
@@ -200,7 +207,7 @@ def server_ssl_context(config: BrokerConfig, listener_name: str) -> ssl.SSLConte
             context.load_verify_locations(cafile=truststore)
             context.verify_mode = ssl.CERT_REQUIRED if client_auth == "required" else ssl.CERT_OPTIONAL
     except (OSError, ssl.SSLError) as exc:
-        raise ListenerConfigError(f"listener {listener_name}: cannot load the TLS key store: {exc}") from exc
+        raise ListenerKeyMaterialError(f"listener {listener_name}: cannot load the TLS key store: {exc}") from exc
     return context
 
 
@@ -254,21 +261,29 @@ class ListenerSet:
         raise KeyError(f"no listener named {name}")
 
     async def open(self, on_connect: Callable[..., Awaitable[None]]) -> None:
-        """Bind every listener (all or none: a busy port closes the ones already open)."""
+        """Bind every listener (all or none: a busy port closes the ones already open). Connections
+        wait in the listen backlog until :meth:`start_accepting`."""
         backlog = int(self.config.get("socket.listen.backlog.size"))
         try:
             for listener in self.listeners:
-                sockets = bind_sockets(listener.host or self.config.host, listener.port, backlog)
+                host = listener.host or self.config.host
+                try:
+                    sockets = bind_sockets(host, listener.port, backlog)
+                except OSError as exc:
+                    setting = f"listener {listener.name}" if str(self.config.get("listeners")).strip() else "host/port"
+                    raise BindError(setting, host, listener.port, bind_reason(exc)) from exc
                 server = Acceptor(sockets, functools.partial(on_connect, listener=listener),
                                   ssl_context=listener.ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
                 self.servers.append(server)
                 listener.port = sockets[0].getsockname()[1]
-            for server in self.servers:
-                server.start()
         except BaseException:
             self.close()
             raise
         remember_bound_ports(self.config, self.listeners)
+
+    def start_accepting(self) -> None:
+        for server in self.servers:
+            server.start()
 
     def close(self) -> None:
         for server in self.servers:

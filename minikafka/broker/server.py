@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from minikafka import __version__
 from minikafka.broker.connection import Connection
 from minikafka.broker.context import RequestContext
 from minikafka.broker.dispatch import build_api_table
@@ -27,6 +28,7 @@ from minikafka.broker.producer_ids import ProducerIdAllocator
 from minikafka.broker.transactions import TransactionCoordinator
 from minikafka.config import BrokerConfig
 from minikafka.protocol.apis import ApiSpec
+from minikafka.startup_errors import BindError, DataDirError, KeyMaterialError
 from minikafka.storage.log_manager import LogManager
 
 log = logging.getLogger("minikafka.broker")
@@ -100,14 +102,34 @@ class Broker:
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> None:
+        """Start, or raise a :class:`~minikafka.startup_errors.StartupError` that says why not, with
+        every listener closed again."""
+        try:
+            await self._start()
+        except BaseException as exc:
+            if self.listeners is not None:
+                self.listeners.close()
+            if isinstance(exc, OSError) and not isinstance(exc, BindError):
+                where = f" ({exc.filename})" if exc.filename else ""
+                raise DataDirError(f"data dir {self.config.data_dir}: {exc.strerror or exc}{where}") from exc
+            raise
+
+    async def _start(self) -> None:
         started = time.perf_counter()
-        # [listeners] settings are checked (TLS key store, SASL users) before anything is opened
+        # Everything that can refuse a start comes before the first write to the data dir: the
+        # settings (TLS key store, SASL users), the data dir itself, then the bind of every listener
+        # (connections wait in the listen backlog until the logs are loaded).
         self.listeners = ListenerSet(self.config)
         if self.listeners.needs_sasl:
             from minikafka.broker.sasl import UserStore
 
-            self.sasl_users = UserStore.from_config(self.config)
+            try:
+                self.sasl_users = UserStore.from_config(self.config)
+            except (OSError, ValueError) as exc:
+                raise KeyMaterialError(f"SASL users (minikafka.sasl.users, minikafka.sasl.users.file): {exc}") from exc
         self.logs = LogManager(self.config.data_dir, self.config, now_ms=lambda: self.clock())
+        self.logs.check_usable()
+        await self.listeners.open(self._on_connect)
         self.logs.load()
         for partition_log in self.logs.all_logs():
             self.attach_log(partition_log)
@@ -119,7 +141,7 @@ class Broker:
         self.transactions = TransactionCoordinator(self)
         self.transactions.start()
         self.metrics.recovery_seconds = time.perf_counter() - started
-        await self.listeners.open(self._on_connect)
+        self.listeners.start_accepting()
         self._server = self.listeners.servers[0]
         self.port = self.listeners.primary.port
         self._background = [
@@ -133,7 +155,8 @@ class Broker:
         ]
         self.started = True
         log.info(
-            "minikafka node %d listening on %s:%d (advertised %s), data dir %s, cluster id %s",
+            "minikafka %s node %d listening on %s:%d (advertised %s), data dir %s, cluster id %s",
+            __version__,
             self.node_id,
             self.config.host,
             self.port,

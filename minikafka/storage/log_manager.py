@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 import time
@@ -29,6 +30,7 @@ from typing import Any
 
 from ..config import BrokerConfig, parse_topic_configs
 from ..errors import ErrorCode, KafkaError
+from ..startup_errors import DataDirError
 from . import checkpoints as ckpt
 from .log import PartitionLog, wall_clock_ms
 
@@ -76,6 +78,18 @@ class LogManager:
 
     # ------------------------------------------------------------------ loading
 
+    def check_usable(self) -> None:
+        """Refuse a data dir that cannot work (a file, or not writable) without writing anything, so a
+        broker that cannot start leaves no trace in it."""
+        existing = self.data_dir.absolute()
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            what = "is a file" if existing == self.data_dir.absolute() else f"is under {existing}, which is a file"
+            raise DataDirError(f"data dir {self.data_dir}: {what}; expected a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise DataDirError(f"data dir {self.data_dir}: {existing} is not writable by this user")
+
     def load(self) -> None:
         started = time.monotonic()
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -109,7 +123,7 @@ class LogManager:
                 log.warning("unreadable %s (%s): writing a new one", path, e)
         cluster_id = props.get("cluster.id", "")
         if props and "node.id" in props and props["node.id"] != str(node_id):
-            raise RuntimeError(f"{path} belongs to node.id {props['node.id']}, but this broker is node.id "
+            raise DataDirError(f"{path} belongs to node.id {props['node.id']}, but this broker is node.id "
                                f"{node_id}; use another data dir or the same node id")
         try:
             ckpt.base64_to_uuid(cluster_id)

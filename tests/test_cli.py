@@ -1,0 +1,275 @@
+"""The ``minikafka`` command as a user meets it: the real console script in a subprocess.
+
+Every mistake at start-up is one line on stderr that names the setting, the value and what is
+expected, with an exit code for its kind (listed in ``minikafka serve --help``), and leaves the
+data dir untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import minikafka
+from minikafka.startup_errors import EXIT_CODES
+
+ROOT = Path(__file__).resolve().parent.parent
+MINIKAFKA = Path(sys.executable).parent / "minikafka"  # the console script pip installed
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MINIKAFKA_")}
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(MINIKAFKA), *args], capture_output=True, text=True, timeout=timeout,
+                          env=cli_env(**(env or {})))
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{result.stderr}"
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+# (arguments after `serve --data-dir D`, environment, exit code, fragments of the one line)
+REFUSED_STARTS = {
+    "setting that is not a number": (["--port", "0", "--config", "num.partitions=abc"], {}, 2,
+                                     ["num.partitions", "'abc'", "expected an integer"]),
+    "misspelt setting": (["--port", "0", "--config", "num.partition=3"], {}, 2,
+                         ["num.partition=3", "unknown broker setting", "did you mean num.partitions"]),
+    "unknown setting": (["--port", "0", "--config", "foo.bar=1"], {}, 2, ["foo.bar=1", "unknown broker setting"]),
+    "setting out of range": (["--port", "0", "--config", "num.partitions=-1"], {}, 2,
+                             ["num.partitions=-1", "expected at least 1"]),
+    "setting without a value": (["--port", "0", "--config", "num.partitions"], {}, 2,
+                                ["--config", "'num.partitions'", "KEY=VALUE"]),
+    "bad setting from the environment": (["--port", "0"], {"MINIKAFKA_NUM_PARTITIONS": "many"}, 2,
+                                         ["MINIKAFKA_NUM_PARTITIONS", "'many'", "expected an integer"]),
+    "unknown log level": (["--port", "0", "--log-level", "LOUD"], {}, 2,
+                          ["--log-level", "'LOUD'", "DEBUG, INFO, WARNING"]),
+    "port that is not a number in the environment": ([], {"MINIKAFKA_PORT": "abc"}, 2,
+                                                     ["MINIKAFKA_PORT", "'abc'", "port number from 0 to 65535"]),
+    "negative port": (["--port", "-1"], {}, 2, ["--port", "'-1'", "from 0 to 65535"]),
+    "port above 65535": (["--port", "99999"], {}, 2, ["--port", "'99999'", "from 0 to 65535"]),
+    "admin port above 65535": (["--port", "0", "--admin-port", "99999"], {}, 2,
+                               ["--admin-port", "'99999'", "from 0 to 65535"]),
+    "advertised port above 65535": (["--port", "0", "--advertised-port", "70000"], {}, 2,
+                                    ["--advertised-port", "'70000'"]),
+    "host that is not an address of this machine": (["--port", "0", "--host", "1.2.3.4"], {}, 3,
+                                                    ["--host 1.2.3.4", "not an address of this machine"]),
+    "host that does not resolve": (["--port", "0", "--host", "no-such-host.invalid"], {}, 3,
+                                   ["--host no-such-host.invalid", "unknown host"]),
+    "TLS listener without key material": (["--port", "0", "--config", "listeners=SSL://127.0.0.1:0"], {}, 5,
+                                          ["listener SSL", "ssl.keystore.location"]),
+    "SASL users file that is missing": (
+        ["--port", "0", "--config", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+         "--config", "minikafka.sasl.users.file=/nonexistent/users.json"], {}, 5,
+        ["minikafka.sasl.users.file", "/nonexistent/users.json"]),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED_STARTS))
+def test_a_start_up_mistake_is_one_line_with_its_exit_code_and_leaves_no_data_dir(case: str, tmp_path: Path) -> None:
+    args, env, code, fragments = REFUSED_STARTS[case]
+    data_dir = tmp_path / "data"
+    result = run_cli("serve", "--data-dir", str(data_dir), *args, env=env)
+    line = one_line(result)
+    assert result.returncode == code, (result.returncode, line)
+    for fragment in fragments:
+        assert fragment in line, (fragment, line)
+    assert not data_dir.exists()
+
+
+def test_a_port_in_use_is_refused_before_the_data_dir_is_touched(tmp_path: Path, busy_port: int) -> None:
+    result = run_cli("serve", "--port", str(busy_port), "--data-dir", str(tmp_path / "data"))
+    line = one_line(result)
+    assert result.returncode == 3
+    assert f"--port {busy_port}" in line and "already in use" in line
+    assert not (tmp_path / "data").exists()
+
+
+def test_an_admin_port_in_use_is_refused_before_announcing_or_touching_the_data_dir(
+        tmp_path: Path, busy_port: int) -> None:
+    result = run_cli("serve", "--port", "0", "--admin-port", str(busy_port), "--data-dir", str(tmp_path / "data"))
+    line = one_line(result)
+    assert result.returncode == 3
+    assert f"--admin-port {busy_port}" in line and "already in use" in line
+    assert "listening" not in result.stdout
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("layout", ["file", "under a file"])
+def test_a_data_dir_that_is_a_file_is_refused(tmp_path: Path, layout: str) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    data_dir = tmp_path / "file" if layout == "file" else tmp_path / "file" / "data"
+    result = run_cli("serve", "--port", "0", "--data-dir", str(data_dir))
+    line = one_line(result)
+    assert result.returncode == 4
+    assert f"--data-dir {data_dir}" in line and "expected a directory" in line
+    assert (tmp_path / "file").read_text() == "not a directory"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write to any directory")
+def test_a_data_dir_that_is_not_writable_is_refused(tmp_path: Path) -> None:
+    parent = tmp_path / "read-only"
+    parent.mkdir(mode=0o500)
+    result = run_cli("serve", "--port", "0", "--data-dir", str(parent / "data"))
+    assert result.returncode == 4
+    assert "not writable" in one_line(result)
+
+
+def test_a_data_dir_of_another_node_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    meta = data_dir / "meta.properties"
+    meta.write_text("version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\nnode.id=7\n")
+    result = run_cli("serve", "--port", "0", "--node-id", "1", "--data-dir", str(data_dir))
+    line = one_line(result)
+    assert result.returncode == 4
+    assert "node.id 7" in line
+    assert sorted(p.name for p in data_dir.iterdir()) == ["meta.properties"]
+    assert meta.read_text() == "version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\nnode.id=7\n"
+
+
+def test_a_bad_faults_file_has_its_own_exit_code(tmp_path: Path) -> None:
+    result = run_cli("serve", "--port", "0", "--data-dir", str(tmp_path / "data"), "--faults",
+                     str(tmp_path / "missing.yaml"))
+    assert result.returncode == 6
+    assert "--faults" in one_line(result)
+    assert not (tmp_path / "data").exists()
+
+
+def test_help_lists_every_exit_code_and_a_default_for_every_serve_flag() -> None:
+    result = run_cli("serve", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    for code, meaning in EXIT_CODES.items():
+        assert f"{code} {' '.join(meaning.split())}" in text
+    flags = ["--host", "--port", "--data-dir", "--node-id", "--advertised-host", "--advertised-port", "--log-level",
+             "--faults", "--admin-port", "--admin-host", "--fsync"]
+    for flag, following in zip(flags, [*flags[1:], "--config"], strict=True):
+        section = text[text.index(f" {flag} "):text.index(f" {following} ", text.index(f" {flag} ") + 1)]
+        assert "[default:" in section and "env MINIKAFKA_" in section, section
+
+
+def test_version_flag_and_start_up_line_carry_the_version(tmp_path: Path) -> None:
+    result = run_cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"minikafka {minikafka.__version__}"
+    served = start_serve(tmp_path, "--log-level", "INFO")
+    try:
+        assert ping("--port", str(served.port)).returncode == 0
+    finally:
+        stderr = stop_serve(served)
+    assert f"minikafka {minikafka.__version__} node 1 listening on" in stderr
+
+
+@pytest.mark.parametrize("form", ["positional", "--bootstrap", "--port", "env"])
+def test_ping_takes_an_address_in_each_documented_form(tmp_path: Path, form: str) -> None:
+    served = start_serve(tmp_path)
+    try:
+        args = {"positional": [f"127.0.0.1:{served.port}"], "--bootstrap": ["--bootstrap", f"127.0.0.1:{served.port}"],
+                "--port": ["--host", "127.0.0.1", "--port", str(served.port)], "env": []}[form]
+        result = ping(*args, env={"MINIKAFKA_PORT": str(served.port)} if form == "env" else {})
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip().startswith(f"minikafka at 127.0.0.1:{served.port} answers:")
+    finally:
+        stop_serve(served)
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.1:abc", "127.0.0.1:70000", "localhost:"])
+def test_ping_refuses_a_malformed_address_in_one_line(address: str) -> None:
+    result = ping(address)
+    assert result.returncode == 2
+    line = one_line(result)
+    assert repr(address) in line and "expected HOST:PORT" in line
+
+
+def test_ping_of_a_closed_port_fails_in_one_line() -> None:
+    with socket.socket() as sock:  # bound, never listening: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        result = ping(f"127.0.0.1:{sock.getsockname()[1]}")
+    assert result.returncode == 1
+    assert "refused" in one_line(result)
+
+
+def test_serve_keeps_serving_and_stops_cleanly_when_its_output_pipe_closes(tmp_path: Path) -> None:
+    # `minikafka serve 2>&1 | head -1`: the reader exits after one line; the broker logs on (DEBUG)
+    data_dir = tmp_path / "data"
+    read_end, write_end = os.pipe()
+    process = subprocess.Popen([str(MINIKAFKA), "serve", "--port", "0", "--data-dir", str(data_dir),
+                                "--log-level", "DEBUG"], stdout=write_end, stderr=write_end, env=cli_env())
+    os.close(write_end)
+    try:
+        port = None
+        output = b""
+        deadline = time.monotonic() + 30
+        while port is None and time.monotonic() < deadline:
+            if select.select([read_end], [], [], 0.2)[0]:
+                output += os.read(read_end, 65536)
+            for line in output.decode(errors="replace").splitlines():
+                if line.startswith("minikafka listening on "):
+                    port = int(line.rsplit(":", 1)[1])
+        assert port is not None, output
+        os.close(read_end)  # the reader is gone: every later write hits a closed pipe
+        read_end = -1
+        for _ in range(5):  # each connection logs DEBUG lines nobody can read
+            assert ping("--port", str(port)).returncode == 0
+        assert process.poll() is None
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if read_end >= 0:
+            os.close(read_end)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert (data_dir / ".kafka_cleanshutdown").exists()  # the next start recovers nothing
+
+
+# ----------------------------------------------------------------------------- helpers
+class Served:
+    def __init__(self, process: subprocess.Popen[str], port: int) -> None:
+        self.process, self.port = process, port
+
+
+def start_serve(tmp_path: Path, *extra: str) -> Served:
+    process = subprocess.Popen([str(MINIKAFKA), "serve", "--port", "0", "--data-dir", str(tmp_path / "data"),
+                                "--log-level", "WARNING", *extra],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+    assert process.stdout is not None
+    line = process.stdout.readline()  # the readiness line, or EOF if serve exits
+    if not line.startswith("minikafka listening on "):
+        process.kill()
+        raise AssertionError(f"serve did not start: {line!r} {process.communicate(timeout=30)}")
+    return Served(process, int(line.strip().rsplit(":", 1)[1]))
+
+
+def stop_serve(served: Served) -> str:
+    served.process.send_signal(signal.SIGTERM)
+    _out, err = served.process.communicate(timeout=30)
+    assert served.process.returncode == 0, err
+    return err
+
+
+def ping(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_cli("ping", "--timeout", "5", *args, env=env)
