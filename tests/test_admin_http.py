@@ -239,3 +239,50 @@ def test_sigterm_does_not_wait_for_a_held_response(served: Served) -> None:
     while http(served, "GET", "/faults")[1]["rules"][-1]["fired"] == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert stop_serve(served) < 1.0
+
+
+def test_roll_and_expire_of_a_topic_or_partition_that_does_not_exist_are_404(served: Served) -> None:
+    assert produce(served.bootstrap, "present", [b"1"]) == []
+    for path in ("/broker/roll", "/broker/expire-producers"):
+        status, body = http(served, "POST", path, {"topic": "nope"})
+        assert status == 404 and "nope" in body["error"], (path, status, body)
+        assert http(served, "POST", path, {"topic": "present", "partition": 5})[0] == 404
+        assert http(served, "POST", path, {"topic": "pres*"})[0] == 200  # a glob that matches
+
+
+def test_head_answers_every_get_route_with_its_headers_and_no_body(served: Served) -> None:
+    assert produce(served.bootstrap, "headed", [b"1"]) == []
+    host, port = served.admin.removeprefix("http://").split(":")
+
+    def head(path: str) -> tuple[bytes, bytes]:
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(f"HEAD {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        headers, _, body = data.partition(b"\r\n\r\n")
+        return headers, body
+
+    for path in ("/health", "/metrics", "/status", "/faults", "/topics", "/topics/headed/0"):
+        get_status = http(served, "GET", path)[0]
+        headers, body = head(path)
+        assert headers.startswith(f"HTTP/1.1 {get_status} ".encode()), (path, headers)
+        assert b"Content-Length: " in headers and body == b"", (path, headers, body)
+    assert head("/topics/nope/0")[0].startswith(b"HTTP/1.1 404 ")
+
+
+def test_topics_made_over_http_get_num_partitions_by_default(tmp_path: Path) -> None:
+    served = start_serve(tmp_path, "--config", "num.partitions=3")
+    try:
+        assert http(served, "POST", "/topics", {"name": "defaulted"}) == (201, {"name": "defaulted", "partitions": 3})
+        assert http(served, "POST", "/topics", {"name": "explicit", "partitions": 2})[1]["partitions"] == 2
+    finally:
+        stop_serve(served)
+
+
+def test_the_admin_log_line_names_the_address_it_is_bound_to(tmp_path: Path) -> None:
+    served = start_serve(tmp_path, "--log-level", "INFO", "--admin-host", "localhost")
+    port = served.admin.rsplit(":", 1)[1]
+    served.process.send_signal(signal.SIGTERM)
+    _out, err = served.process.communicate(timeout=30)
+    assert f"admin endpoint listening on 127.0.0.1:{port} (http://localhost:{port})" in err, err
