@@ -31,6 +31,9 @@ use any client library against ``minikafka.bootstrap``.
 
 from __future__ import annotations
 
+import functools
+import importlib
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -60,9 +63,33 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+@functools.cache
+def _load_broker_code_quietly() -> None:
+    """Import everything the broker will load, with third-party deprecation warnings silenced.
+
+    kafka-python builds its message classes from JSON schemas at import, through an
+    ``importlib.resources`` call that warns (DeprecationWarning) once per class. The broker loads
+    codec and handler modules on the first request of each API, on its own thread, during the
+    user's test: under ``filterwarnings = error`` such a warning would become an error inside the
+    broker, and otherwise hundreds of them would fill the user's warnings summary. Loading all of
+    them here, once, keeps them out of the user's run.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        from minikafka.broker.dispatch import build_api_table
+
+        for spec in build_api_table().values():
+            importlib.import_module(spec.codec_module)
+            importlib.import_module(spec.handler_module)
+        for module in ("minikafka.testing", "minikafka.broker.admin_http", "kafka.record", "kafka.codec"):
+            importlib.import_module(module)
+
+
 def _start(pytest_config: pytest.Config, tmp_path_factory: pytest.TempPathFactory, name: str,
            **options: Any) -> MiniKafka:
-    from minikafka.testing import MiniKafka  # imported when a fixture is used, not at pytest start-up
+    _load_broker_code_quietly()  # imported when a fixture is used, not at pytest start-up
+    from minikafka.testing import MiniKafka
 
     if "data_dir" not in options:
         if pytest_config.getini("minikafka_data_in_memory"):

@@ -115,3 +115,67 @@ def test_a_broker_that_cannot_start_fails_at_once_and_leaves_no_data_dir(minikaf
         kafka.start()
     assert time.monotonic() - started < 10
     assert not kafka.data_dir.exists()
+
+
+def test_fixtures_leak_no_third_party_warnings_into_a_strict_run(pytester: pytest.Pytester) -> None:
+    # a user's project with `filterwarnings = error` and no pytest-asyncio: every API the broker
+    # serves is used at least once (each loads its codec on its first request)
+    pytester.makeini("[pytest]\nfilterwarnings =\n    error\n")
+    pytester.makepyfile(
+        test_strict="""
+        from confluent_kafka import Consumer, Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+
+        def test_produce_consume_and_admin(minikafka):
+            admin = AdminClient({"bootstrap.servers": minikafka.bootstrap})
+            admin.create_topics([NewTopic("made", 2)])["made"].result(10)
+            producer = Producer({"bootstrap.servers": minikafka.bootstrap, "enable.idempotence": True})
+            producer.produce("made", value=b"v", partition=1)
+            assert producer.flush(10) == 0
+            consumer = Consumer({"bootstrap.servers": minikafka.bootstrap, "group.id": "g",
+                                 "auto.offset.reset": "earliest"})
+            consumer.subscribe(["made"])
+            msg = None
+            for _ in range(40):
+                msg = consumer.poll(0.5)
+                if msg is not None:
+                    break
+            consumer.close()
+            assert msg is not None and msg.value() == b"v"
+            assert [r.value for r in minikafka.records("made", 1)] == [b"v"]
+            minikafka.roll_segment("made")
+            minikafka.restart(clean=False)
+            assert "minikafka_up 1" in minikafka.metrics()
+
+
+        def test_session_and_factory(minikafka_session, minikafka_factory):
+            minikafka_session.new_topic()
+            assert minikafka_factory(admin_port=0).admin_url
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:asyncio", "-W", "error")
+    result.assert_outcomes(passed=2)
+    assert "warnings summary" not in result.stdout.str()
+
+
+def test_async_tests_work_with_the_documented_pytest_asyncio_setup(pytester: pytest.Pytester) -> None:
+    # docs/integration-testing.md: pip install pytest-asyncio, and these two ini lines
+    pytester.makeini("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+                     "filterwarnings =\n    error\n")
+    pytester.makepyfile(
+        test_async="""
+        async def test_async_client(minikafka):
+            from aiokafka import AIOKafkaProducer
+
+            producer = AIOKafkaProducer(bootstrap_servers=minikafka.bootstrap, enable_idempotence=True)
+            await producer.start()
+            try:
+                await producer.send_and_wait("events", b"x")
+            finally:
+                await producer.stop()
+            assert [r.value for r in minikafka.records("events")] == [b"x"]
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
+    result.assert_outcomes(passed=1)
