@@ -1,12 +1,15 @@
 # minikafka as a container: a Kafka-compatible broker for integration tests.
 #
 # The build needs no network: the wheels of minikafka and of its dependencies are made on the
-# host first, for the base image's Python (tests/container/build_image.sh does every step):
+# host first, for the base image's Python (asked of the base image itself, so the pair always
+# matches; docs/integration-testing.md has the same commands):
+#   BASE_IMAGE=${BASE_IMAGE:-python:3.12-slim}
+#   PY_VERSION=$(docker run --rm "$BASE_IMAGE" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 #   python3 -m pip wheel --no-deps -w dist .
-#   python3 -m pip download --only-binary=:all: --python-version 3.12 -d dist dist/minikafka-*.whl
-#   docker build -t minikafka .
-# Without Docker Hub, give a local image that has python3 and its venv module:
-#   docker build --build-arg BASE_IMAGE=localhost/ci/debian-python:bookworm -t minikafka .
+#   python3 -m pip download --only-binary=:all: --python-version "$PY_VERSION" -d dist dist/minikafka-*.whl
+#   docker build --build-arg BASE_IMAGE="$BASE_IMAGE" -t minikafka .
+# Without Docker Hub, set BASE_IMAGE to a local image that has python3 and its venv module
+# (tests/container/build_image.sh makes one with debootstrap: localhost/ci/debian-python:bookworm).
 ARG BASE_IMAGE=python:3.12-slim
 FROM ${BASE_IMAGE}
 
@@ -32,6 +35,7 @@ ENV PATH=/opt/minikafka/bin:$PATH \
 VOLUME ["/var/lib/minikafka"]
 EXPOSE 9092 9093
 USER 10001:10001
+# Healthy = answering Kafka requests (an ApiVersions round trip on MINIKAFKA_HOST:MINIKAFKA_PORT).
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 CMD ["minikafka", "ping", "--quiet"]
 # SIGTERM (docker stop) shuts down cleanly in a fraction of a second; arguments after the
 # image name go to `minikafka serve`, e.g. `--config num.partitions=3 --faults /faults.yaml`.

@@ -91,13 +91,15 @@ def run_container(image: str) -> Iterator[Callable[..., dict[str, Any]]]:
     """Run the image on the host network at 127.0.0.1 with free ports; removed at the end."""
     names: list[str] = []
 
-    def run(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    def run(*args: str, env: dict[str, str] | None = None, volume: str | None = None,
+            image_tag: str | None = None) -> dict[str, Any]:
         port, admin_port = free_port(), free_port()
         name = f"minikafka-test-{os.getpid()}-{len(names)}-{port}"
         env_args = [f"--env={k}={v}" for k, v in {"MINIKAFKA_HOST": "127.0.0.1", "MINIKAFKA_PORT": str(port),
                                                    "MINIKAFKA_ADMIN_PORT": str(admin_port), **(env or {})}.items()]
+        volume_args = [f"--volume={volume}"] if volume else []
         docker("run", "--detach", f"--name={name}", "--network=host", "--health-interval=1s", *env_args,
-               image, *args)
+               *volume_args, image_tag or image, *args)
         names.append(name)
         return {"name": name, "bootstrap": f"127.0.0.1:{port}", "admin": f"http://127.0.0.1:{admin_port}"}
 
@@ -208,3 +210,63 @@ def test_testcontainers_starts_minikafka_from_a_users_test(image: str, monkeypat
             assert msg.value() == b"hello from testcontainers"
         finally:
             consumer.close()
+
+
+DOC = ROOT / "docs" / "integration-testing.md"
+BASE_IMAGE = os.environ.get("MINIKAFKA_BASE_IMAGE", "localhost/ci/debian-python:bookworm")  # build_image.sh's
+
+
+def repository_copy(destination: Path) -> Path:
+    """The files git tracks (and the ones this change adds), as a fresh clone would have them."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    for name in listed:
+        source = ROOT / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    return destination
+
+
+def test_the_documented_build_commands_work_as_written_and_the_image_reads_yaml_faults(
+    image: str, tmp_path: Path, run_container: Callable[..., dict[str, Any]]
+) -> None:
+    # the docs' build lines, literally, in a copy of the repository; the offline base image (Debian
+    # bookworm's Python 3.11) takes the place of python:3.12-slim, and the lines find its version
+    from tests.doc_blocks import the_block
+
+    build = the_block(DOC, "docker", "docker build")
+    source = repository_copy(tmp_path / "repo")
+    env = {**os.environ, "BASE_IMAGE": BASE_IMAGE, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "DOCKER_BUILDKIT": "0"}  # the legacy builder: BuildKit fetches its front end from Docker Hub
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", build.text], cwd=source, env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"{build.name}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert docker("run", "--rm", "--network=none", "--entrypoint=minikafka", "minikafka", "--version") == \
+        f"minikafka {__import__('minikafka').__version__}"
+
+    # the documented `--faults /rules/faults.yaml` with the docs' YAML rule file, mounted read-only
+    # (on the host network: these machines have no bridge)
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "faults.yaml").write_text(the_block(DOC, "data", "refuse-twice").text)
+    rules.chmod(0o755)
+    (rules / "faults.yaml").chmod(0o644)
+    container = run_container("--config", "num.partitions=3", "--faults", "/rules/faults.yaml",
+                              volume=f"{rules}:/rules:ro", image_tag="minikafka")
+    wait_healthy(container["name"])
+    listed = admin(container, "GET", "/faults")["rules"]
+    assert [(r["id"], r["action"]) for r in listed] == [("refuse-twice", "error_before")]
+
+
+def test_the_documented_testcontainers_example_runs_two_brokers_side_by_side(image: str, tmp_path: Path) -> None:
+    from tests.doc_blocks import the_block
+
+    docker("tag", image, "minikafka")  # the example names the image as the docs' build tags it
+    example = the_block(DOC, "docker", "DockerContainer")
+    (tmp_path / "test_example.py").write_text(example.text)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             str(tmp_path / "test_example.py")], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "TESTCONTAINERS_RYUK_DISABLED": "true"})
+    assert result.returncode == 0, f"{example.name}:\n{result.stdout[-4000:]}"
+    assert "1 passed" in result.stdout
