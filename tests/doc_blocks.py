@@ -27,7 +27,7 @@ KINDS = {
     "pytest": "runs it as a test file with pytest, in a project with the ini block marked pytest-ini",
     "pytest-ini": "the ini file of the pytest blocks of the same document",
     "data": "parses it (yaml, json, ini); the text is read by another block or documented as a file",
-    "file": "checks that the file named in its first line (a comment) holds exactly the rest",
+    "file": "checks that the file named in its first line (a comment) has every other line of the block",
     "usage": "runs the program with --help and checks every flag it shows exists, and every --config "
              "setting is known and valid (for a recorded run of a long command, such as a benchmark)",
     "ci": "checks that it is the command .ci/run runs (CI runs it)",
