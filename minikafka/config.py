@@ -110,6 +110,12 @@ BROKER_SETTING_MINIMUM: dict[str, int] = {
     "sasl.server.max.receive.size": 1,
     "minikafka.topic.max.partitions": 1,
     "min.insync.replicas": 1,
+    "transaction.max.timeout.ms": 1,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
+    "transactional.id.expiration.ms": 1,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 1,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.segment.bytes": 1,
 }
 
 #: Topic-level settings: topic name -> (broker setting it defaults to, type).

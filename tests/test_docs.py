@@ -186,6 +186,11 @@ def test_readme_keeps_exactly_two_set_up_commands_and_ci_runs_the_second() -> No
     assert ci_block.text.strip() in ci_script.splitlines(), "README's test command is not what .ci/run runs"
 
 
+@pytest.mark.parametrize("block", blocks_of("ci"), ids=lambda b: b.name)
+def test_ci_block_is_what_ci_runs(block: DocBlock) -> None:
+    assert block.text.strip() in (ROOT / ".ci" / "run").read_text().splitlines(), f"{block.name} is not in .ci/run"
+
+
 @pytest.mark.parametrize("block", blocks_of("setup"), ids=lambda b: b.name)
 def test_set_up_command_starts_a_broker_from_a_fresh_copy(block: DocBlock, tmp_path: Path) -> None:
     # a fresh clone (the files git knows), the command as written; MINIKAFKA_PORT=0 only so that it
