@@ -160,18 +160,19 @@ def _resolve_serve_options(args: argparse.Namespace) -> None:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    """Environment settings overridden by --config; each source is checked on its own so the
-    message says where a bad one came from."""
+    """Environment settings overridden by --config, each checked on its own so that the message
+    names where a bad one came from."""
     from_env = settings_from_env()
-    from_cli = _parse_kv(args.config)
-    for source, settings in (("environment", from_env), ("--config", from_cli)):
+    for name, value in from_env.items():
         try:
-            parse_settings(settings)
+            parse_settings({name: value})
         except ConfigError as exc:
-            if source == "environment":
-                name = str(exc).split("=", 1)[0].split(":", 1)[0]
-                _fail(exc.exit_code, f"MINIKAFKA_{name.upper().replace('.', '_')}: {exc}")
-            _fail(exc.exit_code, f"--config {exc}")
+            _fail(exc.exit_code, f"MINIKAFKA_{name.upper().replace('.', '_')}: {exc}")
+    from_cli = _parse_kv(args.config)
+    try:
+        parse_settings(from_cli)
+    except ConfigError as exc:
+        _fail(exc.exit_code, f"--config {exc}")
     return {**from_env, **from_cli}
 
 
