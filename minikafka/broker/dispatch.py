@@ -13,9 +13,9 @@ _HANDLERS = "minikafka.broker.handlers."
 
 #: key, name, min version, max version, kafka-python codec module, handler module
 _TABLE: list[tuple[int, str, int, int, str, str]] = [
-    (0, "Produce", 3, 12, "kafka.protocol.producer", "produce"),
-    (1, "Fetch", 4, 12, "kafka.protocol.consumer", "fetch"),
-    (2, "ListOffsets", 1, 8, "kafka.protocol.consumer", "list_offsets"),
+    (0, "Produce", 0, 12, "kafka.protocol.producer", "produce"),
+    (1, "Fetch", 0, 12, "kafka.protocol.consumer", "fetch"),
+    (2, "ListOffsets", 0, 8, "kafka.protocol.consumer", "list_offsets"),
     (3, "Metadata", 0, 12, "kafka.protocol.metadata", "metadata"),
     (8, "OffsetCommit", 0, 9, "kafka.protocol.consumer.group", "offset_commit"),
     (9, "OffsetFetch", 0, 9, "kafka.protocol.consumer.group", "offset_fetch"),

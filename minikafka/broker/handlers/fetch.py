@@ -22,6 +22,7 @@ from kafka.protocol.consumer import FetchResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage import legacy
 
 READ_COMMITTED = 1
 
@@ -60,6 +61,9 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[d
                 try:
                     if limit > 0 or first:
                         data = partition_log.read(part.fetch_offset, max(limit, 0), first, max_offset)
+                        if ctx.api_version <= 3:  # message format v0/v1 (minikafka.storage.legacy)
+                            data = legacy.read_down_converted(partition_log, data, ctx.api_version,
+                                                              part.fetch_offset, max(limit, 0), first)
                     else:
                         data = b""
                     if committed:

@@ -14,6 +14,7 @@ from kafka.protocol.consumer import ListOffsetsResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage import legacy
 
 LATEST = -1
 EARLIEST = -2
@@ -36,8 +37,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for part in topic.partitions:
             partition_log = logs.get_log(topic.name, part.partition_index)
             error, offset, timestamp = ErrorCode.NONE, -1, -1
+            old_style: list[int] = []
             if partition_log is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif version == 0:  # segment start offsets (minikafka.storage.legacy)
+                if part.max_num_offsets < 0:
+                    error = ErrorCode.INVALID_REQUEST
+                else:
+                    old_style = legacy.offsets_before(partition_log, part.timestamp, part.max_num_offsets,
+                                                      ctx.broker.clock())
             elif part.timestamp == LATEST:
                 offset = partition_log.last_stable_offset if committed else partition_log.high_watermark
             elif part.timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -63,6 +71,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 "timestamp": timestamp,
                 "offset": offset,
             }
+            if version == 0:
+                fields["old_style_offsets"] = old_style
             if version >= 4:
                 fields["leader_epoch"] = 0 if offset >= 0 else -1
             parts.append(Partition(**fields))

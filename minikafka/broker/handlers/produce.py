@@ -18,6 +18,7 @@ from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.limits import admit_producer
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage import legacy
 from minikafka.storage.batch import (
     ATTRIBUTES_OFFSET,
     CODEC_ZSTD,
@@ -84,9 +85,24 @@ def single_batch(records: bytes | None, version: int) -> bytearray:
     return bytearray(memoryview(records)[:end])
 
 
+class _NothingToAppend(Exception):
+    """A v0-v2 message set without one complete message: Kafka appends nothing and answers NONE."""
+
+
+def _legacy_batch(records: bytes | None, partition_log: Any, now_ms: int) -> bytearray:
+    """Produce v0-v2: a message set of format v0/v1 converted to one v2 batch; a v2 batch as is
+    (Kafka takes v2 batches in these versions too)."""
+    if records and len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] == 2:
+        return single_batch(records, 2)
+    batch = legacy.message_set_to_batch(records or b"", legacy.TopicRules.from_config(partition_log.config), now_ms)
+    if batch is None:
+        raise _NothingToAppend
+    return batch
+
+
 def _is_transactional(records: bytes | None) -> bool:
-    if not records or len(records) < ATTRIBUTES_OFFSET + 2:
-        return False
+    if not records or len(records) < ATTRIBUTES_OFFSET + 2 or records[MAGIC_OFFSET] != 2:
+        return False  # v0/v1 messages have no transactional bit
     (attributes,) = _ATTRIBUTES.unpack_from(records, ATTRIBUTES_OFFSET)
     return bool(attributes & TRANSACTIONAL_FLAG)
 
@@ -148,7 +164,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                      "transactional batches need a transactional id")
                 if partition_log is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                batch = single_batch(part.records, version)
+                if version >= 3:
+                    batch = single_batch(part.records, version)
+                else:  # message format v0/v1 (minikafka.storage.legacy)
+                    batch = _legacy_batch(part.records, partition_log, broker.clock())
                 if acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
                 if is_internal(topic.name) and ctx.client_id != "__admin_client":
@@ -169,6 +188,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     appended.append(partition_log)
                     broker.metrics.batches_appended += 1
                     broker.metrics.records_appended += result.last_offset - result.base_offset + 1
+            except _NothingToAppend:
+                log_start = partition_log.log_start_offset if partition_log is not None else -1
             except KafkaError as exc:
                 failed = True
                 error = exc.code
