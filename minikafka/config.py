@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +88,27 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     "transaction.state.log.num.partitions": (int, 50),
     "transaction.state.log.segment.bytes": (int, 104857600),
+    # Defaults of topic settings a single broker stores and describes (see TOPIC_CONFIG_SOURCES).
+    "log.roll.jitter.ms": (int, 0),
+    "log.segment.delete.delay.ms": (int, 60000),
+    "log.preallocate": (bool, False),
+    "log.message.format.version": (str, "3.0-IV1"),
+    "log.message.timestamp.difference.max.ms": (int, LONG_MAX),
+    "log.message.downconversion.enable": (bool, True),
+    "log.local.retention.ms": (int, -2),
+    "log.local.retention.bytes": (int, -2),
+    "unclean.leader.election.enable": (bool, False),
+    "compression.gzip.level": (int, -1),
+    "compression.lz4.level": (int, 9),
+    "compression.zstd.level": (int, 3),
+    # The log cleaner (minikafka.storage.cleaner), under Kafka's names and defaults.
+    "log.cleaner.enable": (bool, True),
+    "log.cleaner.backoff.ms": (int, 15000),
+    "log.cleaner.io.max.bytes.per.second": (float, 1.7976931348623157e308),
+    "log.cleaner.delete.retention.ms": (int, 86400000),
+    "log.cleaner.min.compaction.lag.ms": (int, 0),
+    "log.cleaner.max.compaction.lag.ms": (int, LONG_MAX),
+    "log.cleaner.min.cleanable.ratio": (float, 0.5),
 }
 
 #: Smallest value of an integer broker setting where it is not 0 (-1 means "unlimited" where allowed);
@@ -135,11 +157,42 @@ TOPIC_CONFIG_SOURCES: dict[str, tuple[str, type]] = {
     "cleanup.policy": ("log.cleanup.policy", str),
     "compression.type": ("compression.type", str),
     "min.insync.replicas": ("min.insync.replicas", int),
+    # Every other topic setting Kafka defines: stored, described, validated like Kafka; the ones a
+    # single broker has no use for (replication, remote storage, preallocation) change nothing.
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms", int),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms", int),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms", int),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio", float),
+    "message.downconversion.enable": ("log.message.downconversion.enable", bool),
+    "segment.jitter.ms": ("log.roll.jitter.ms", int),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms", int),
+    "preallocate": ("log.preallocate", bool),
+    "message.format.version": ("log.message.format.version", str),
+    "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms", int),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable", bool),
+    "compression.gzip.level": ("compression.gzip.level", int),
+    "compression.lz4.level": ("compression.lz4.level", int),
+    "compression.zstd.level": ("compression.zstd.level", int),
+    "local.retention.ms": ("log.local.retention.ms", int),
+    "local.retention.bytes": ("log.local.retention.bytes", int),
+    "remote.storage.enable": ("", bool),
+    "remote.log.copy.disable": ("", bool),
+    "remote.log.delete.on.disable": ("", bool),
+    "leader.replication.throttled.replicas": ("", str),
+    "follower.replication.throttled.replicas": ("", str),
+}
+#: Defaults of the topic settings that have no broker setting ("" source above).
+TOPIC_ONLY_DEFAULTS: dict[str, Any] = {
+    "remote.storage.enable": False,
+    "remote.log.copy.disable": False,
+    "remote.log.delete.on.disable": False,
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
 }
 
 
 def _convert(kind: type, value: Any, name: str) -> Any:
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+    if isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool)):
         return value
     text = str(value).strip()
     if kind is bool:
@@ -153,6 +206,11 @@ def _convert(kind: type, value: Any, name: str) -> Any:
             return int(text)
         except ValueError:
             raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+    if kind is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"{name}: expected a number, got {value!r}") from None
     return text
 
 
@@ -237,7 +295,12 @@ class BrokerConfig:
 
     def topic_defaults(self) -> dict[str, Any]:
         """Topic-level settings as a topic created now would get them."""
-        return {name: self.get(source) for name, (source, _kind) in TOPIC_CONFIG_SOURCES.items()}
+        return {name: self.topic_default(name) for name in TOPIC_CONFIG_SOURCES}
+
+    def topic_default(self, name: str) -> Any:
+        """The value a topic without an override of ``name`` has."""
+        source = TOPIC_CONFIG_SOURCES[name][0]
+        return self.get(source) if source else TOPIC_ONLY_DEFAULTS[name]
 
 
 #: Smallest value Kafka accepts for numeric topic settings (-1 means "unlimited" where allowed).
@@ -254,6 +317,25 @@ TOPIC_CONFIG_MINIMUM: dict[str, int] = {
     "flush.messages": 1,
     "flush.ms": 0,
     "min.insync.replicas": 1,
+    "delete.retention.ms": 0,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": 1,
+    "min.cleanable.dirty.ratio": 0,
+    "segment.jitter.ms": 0,
+    "file.delete.delay.ms": 0,
+    "message.timestamp.difference.max.ms": 0,
+    "compression.gzip.level": -1,
+    "compression.lz4.level": 1,
+    "compression.zstd.level": -131072,
+    "local.retention.ms": -2,
+    "local.retention.bytes": -2,
+}
+#: Largest value Kafka accepts where it has a bound.
+TOPIC_CONFIG_MAXIMUM: dict[str, float] = {
+    "min.cleanable.dirty.ratio": 1,
+    "compression.gzip.level": 9,
+    "compression.lz4.level": 17,
+    "compression.zstd.level": 22,
 }
 #: Allowed values of the string topic settings.
 TOPIC_CONFIG_CHOICES: dict[str, frozenset[str]] = {
@@ -262,9 +344,11 @@ TOPIC_CONFIG_CHOICES: dict[str, frozenset[str]] = {
     "compression.type": frozenset({"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}),
 }
 
+_FORMAT_VERSION = re.compile(r"^\d+\.\d+(\.\d+){0,2}(-IV\d+)?$")
+
 
 #: broker setting -> the topic setting it is the default of
-_TOPIC_NAME_OF: dict[str, str] = {source: topic for topic, (source, _kind) in TOPIC_CONFIG_SOURCES.items()}
+_TOPIC_NAME_OF: dict[str, str] = {source: topic for topic, (source, _kind) in TOPIC_CONFIG_SOURCES.items() if source}
 
 
 def parse_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
@@ -278,6 +362,11 @@ def parse_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
         minimum = TOPIC_CONFIG_MINIMUM.get(name)
         if minimum is not None and converted < minimum:
             raise ValueError(f"{name}: {converted} is below the minimum {minimum}")
+        maximum = TOPIC_CONFIG_MAXIMUM.get(name)
+        if maximum is not None and converted > maximum:
+            raise ValueError(f"{name}: {converted} is above the maximum {maximum}")
+        if name == "message.format.version" and not _FORMAT_VERSION.match(converted):
+            raise ValueError(f"{name}: {converted!r} is not a Kafka version such as 0.10.2 or 3.0-IV1")
         choices = TOPIC_CONFIG_CHOICES.get(name)
         if choices is not None and converted not in choices:
             raise ValueError(f"{name}: {converted!r} is not one of {sorted(choices)}")

@@ -37,7 +37,8 @@ CLOSING_INPUT: dict[str, bytes] = {
     "client-id-past-frame": frame(struct.pack(">hhih", 3, 1, 1, 50) + b"abc"),
     "unknown-api-key": frame(header(9999, 0)),
     "unsupported-produce-version": frame(header(0, 99) + b"\x00" * 20),
-    "produce-v2-below-supported": frame(header(0, 2) + b"\x00" * 20),
+    # Produce v0-v2 are served (message formats v0/v1); a truncated v2 body still closes
+    "produce-v2-truncated-body": frame(header(0, 2) + b"\x00\x01\x00\x00"),
     "garbage-produce-body": frame(header(0, 9, flexible=True) + b"\xff" * 7),
     "truncated-metadata-body": frame(header(3, 1) + b"\x00\x00"),
     "random-bytes": frame(bytes(range(256)) * 3),

@@ -193,7 +193,7 @@ def test_down_conversion_can_be_disabled_per_topic(broker: BrokerThread) -> None
 def test_zstd_batches_are_not_down_converted(broker: BrokerThread) -> None:
     with RawClient(broker.bootstrap) as c:
         create_topic(c, "zs")
-        assert produce(c, "zs", build_batch(codec="zstd")).error_code == 0
+        assert produce(c, "zs", build_batch(codec="zstd", values=[b"z" * 1000] * 3)).error_code == 0
         assert fetch(c, 0, topic="zs", version=3).error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 

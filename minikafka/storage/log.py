@@ -41,6 +41,7 @@ from .batch import (
 )
 from .control import Marker, build_marker, parse_marker
 from .producer_state import ProducerStateManager
+from .recompress import TOPIC_CODECS, recompress
 from .records import decode_records
 from .segment import LogSegment, offset_file_name
 from .txn_index import AbortedTxn
@@ -86,6 +87,7 @@ class _Settings:
     flush_ms: int
     retention_ms: int
     retention_bytes: int
+    codec: int | None  # compression.type as a codec id; None for "producer" (keep the client's)
 
     @property
     def bounded_timestamps(self) -> bool:
@@ -112,6 +114,7 @@ class _Settings:
             flush_ms=num("flush.ms", LONG_MAX),
             retention_ms=num("retention.ms", 604800000),
             retention_bytes=num("retention.bytes", -1),
+            codec=TOPIC_CODECS.get(str(config.get("compression.type", "producer"))),
         )
 
 
@@ -471,6 +474,14 @@ class PartitionLog:
         # 12-13. records: decoded only when the topic needs it
         if s.bounded_timestamps or s.compacted or header.is_log_append_time:
             self._check_records(batch, header, now_ms)
+        # 14. the topic's compression.type: the batch is stored with that codec (sequence numbers,
+        # offsets deltas and timestamps unchanged), and must still fit max.message.bytes
+        if s.codec is not None and s.codec != header.compression:
+            batch = recompress(batch, header, s.codec)
+            size = len(batch)
+            if size > s.max_message_bytes:
+                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes after recompression "
+                                 f"exceeds max.message.bytes {s.max_message_bytes}")
         if s.log_append_time:
             set_log_append_time(batch, 0, header, now_ms)
         # 15. segment.bytes

@@ -14,7 +14,7 @@ TOPIC, BROKER = 2, 4
 # Kafka's ConfigSource values.
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 # Kafka's ConfigType values.
-_TYPES = {bool: 1, str: 2, int: 5}
+_TYPES = {bool: 1, str: 2, int: 5, float: 6}
 
 
 def _text(value: Any) -> str:
@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         entries.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG, kind))
                     else:
                         origin = STATIC_BROKER_CONFIG if source in broker.config.settings else DEFAULT_CONFIG
-                        entries.append((name, broker.config.get(source), origin, kind))
+                        entries.append((name, broker.config.topic_default(name), origin, kind))
         elif resource.resource_type == BROKER:
             if resource.resource_name not in ("", str(broker.node_id)):
                 error, message = ErrorCode.INVALID_REQUEST, f"unexpected broker id {resource.resource_name}"
