@@ -45,6 +45,7 @@ from .recompress import TOPIC_CODECS, recompress
 from .records import decode_records
 from .segment import LogSegment, offset_file_name
 from .txn_index import AbortedTxn
+from .swap import complete_interrupted_swaps
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +100,13 @@ class _Settings:
             value = config.get(name, default)
             return int(value) if value is not None else default
 
+        compacted = "compact" in str(config.get("cleanup.policy", "delete"))
         return cls(
             max_message_bytes=num("max.message.bytes", 1048588),
             segment_bytes=num("segment.bytes", 1073741824),
-            segment_ms=num("segment.ms", 604800000),
+            # a compacted topic rolls by max.compaction.lag.ms too, so the cleaner can reach its records
+            segment_ms=min(num("segment.ms", 604800000), num("max.compaction.lag.ms", LONG_MAX) if compacted
+                           else LONG_MAX),
             index_max_bytes=num("segment.index.bytes", 10485760),
             index_interval_bytes=num("index.interval.bytes", 4096),
             log_append_time=str(config.get("message.timestamp.type", "CreateTime")) == "LogAppendTime",
@@ -280,6 +284,7 @@ class PartitionLog:
         self._load_producer_state(recovered.intersection(self._bases))
 
     def _remove_temporary_files(self) -> None:
+        complete_interrupted_swaps(self.dir, self.name)  # the log cleaner's .cleaned/.swap files
         for path in self.dir.iterdir():
             name = path.name
             if name.endswith(_TEMP_SUFFIXES) or name.endswith((".index.tmp", ".timeindex.tmp")):
@@ -699,6 +704,22 @@ class PartitionLog:
                      if self._segments[i + 1].base_offset <= offset]
             self._delete_segments(below, "below the log start offset")
         return self.log_start_offset
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Put ``new`` in place of the consecutive segments ``old`` (the log cleaner's swap; the
+        files are already renamed). The old segments' descriptors are closed."""
+        with self._lock:
+            i = next(k for k, seg in enumerate(self._segments) if seg is old[0])
+            if [id(seg) for seg in self._segments[i : i + len(old)]] != [id(seg) for seg in old]:
+                raise ValueError(f"{self.name}: segments {[s.base_offset for s in old]} are no longer consecutive")
+            self._segments[i : i + len(old)] = [new]
+            self._bases = [seg.base_offset for seg in self._segments]
+        for seg in old:
+            seg.abandon()
 
     def update_config(self, config: dict[str, Any]) -> None:
         self.config = dict(config)

@@ -69,7 +69,7 @@ def compress(codec: int, data: bytes) -> bytes:
     return bytes(encode(data))
 
 
-def _with_body(header: BatchHeader, attributes: int, body: bytes) -> bytearray:
+def with_body(header: BatchHeader, attributes: int, body: bytes) -> bytearray:
     """A batch with ``header``'s fields, ``attributes`` and the records section ``body``."""
     out = bytearray(HEADER_SIZE + len(body))
     _HEADER.pack_into(out, 0, header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body),
@@ -87,7 +87,7 @@ def recompress(batch: bytes | bytearray | memoryview, header: BatchHeader, codec
     raw = decompress(header.compression, body) if header.compression else bytes(body)
     packed = compress(codec, raw) if codec else raw
     attributes = (header.attributes & ~COMPRESSION_MASK) | codec
-    out = _with_body(header, attributes, packed)
+    out = with_body(header, attributes, packed)
     new = BatchHeader.parse(out)
     header.batch_length, header.attributes, header.crc = new.batch_length, new.attributes, new.crc
     return out
@@ -127,7 +127,7 @@ def build_batch(records: Sequence[tuple[int, bytes | None, bytes | None]], codec
     attributes = codec | (TIMESTAMP_TYPE_MASK if log_append_time else 0)
     header = BatchHeader(0, 0, 0, 2, 0, attributes, len(records) - 1, base_ts, max_ts, NO_PRODUCER_ID,
                          NO_PRODUCER_EPOCH, NO_SEQUENCE, len(records))
-    return _with_body(header, attributes, compress(codec, bytes(raw)) if codec else bytes(raw))
+    return with_body(header, attributes, compress(codec, bytes(raw)) if codec else bytes(raw))
 
 
 def batch_codec(batch: bytes | bytearray | memoryview) -> int:

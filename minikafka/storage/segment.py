@@ -305,8 +305,9 @@ class LogSegment:
         (stored_crc,) = struct.unpack_from(">I", buf, off + 17)
         if crc32c(memoryview(buf)[off + ATTRIBUTES_OFFSET : off + size]) != stored_crc:
             return f"CRC mismatch in the batch at offset {base}"
-        if base != self.next_offset:
-            return f"batch base offset {base} where {self.next_offset} was expected"
+        # Offsets increase; gaps are legal (a compacted segment has them, as in Kafka).
+        if base < self.next_offset:
+            return f"batch base offset {base} where at least {self.next_offset} was expected"
         (delta,) = struct.unpack_from(">i", buf, off + 23)
         if delta < 0 or base + delta - self.base_offset > INT32_MAX:
             return f"batch at offset {base} has a bad lastOffsetDelta {delta}"

@@ -1,0 +1,558 @@
+"""The log cleaner: compaction of ``cleanup.policy=compact`` (and ``compact,delete``) partitions.
+
+Kafka's algorithm for one broker (``core/src/main/scala/kafka/log/LogCleaner.scala``,
+``LogCleanerManager.scala``):
+
+* **What is cleanable.** A partition's log splits at its *first dirty offset* (from
+  ``cleaner-offset-checkpoint``; the log start when unknown) and its *first uncleanable offset*:
+  the active segment's base, or the base of the first segment holding records newer than
+  ``min.compaction.lag.ms``. The dirty ratio is the bytes of the dirty segments over the bytes of
+  all segments up to the first uncleanable offset. A log is cleaned when its ratio reaches
+  ``min.cleanable.dirty.ratio``, or when its first dirty batch is older than ``max.compaction.lag.ms``.
+* **Offset map.** The dirty segments are read and the latest offset of each key noted (up to
+  ``log.cleaner.dedupe.buffer.size`` worth of keys, stopping at a segment boundary).
+* **Cleaning.** Every segment from the log start up to the end of the map is rewritten, in groups
+  of consecutive segments whose sizes add up to at most ``segment.bytes`` (Kafka's
+  ``groupSegmentsBySize``), each group into one cleaned segment: a record is kept unless a later
+  record of its key is in the map, or it has no key, or it is a tombstone (null value) that was
+  already in the clean part of the log and is older than ``delete.retention.ms``. Kept records keep
+  their offsets; a batch that loses records keeps its base offset, last offset delta, producer id,
+  epoch and base sequence. A batch that loses all its records is dropped, except the last batch of
+  each producer (an empty batch, as Kafka keeps, so producer state and deduplication are the same
+  after a restart) and the last batch of the group (so the cleaned segment ends where the group
+  ended, which makes the crash recovery of :mod:`minikafka.storage.swap` exact).
+* **Transactions** are being built; until they are, every batch with the transactional or control
+  attribute is kept untouched and its records never shadow others (so an aborted record cannot
+  delete a committed one). Removing aborted records and old markers comes with transactions.
+
+Threading: :meth:`LogCleaner.clean_log` runs the planning and the swap on the caller's thread
+(the event loop) and the reading and writing (:func:`write_cleaned`) on a worker thread, at no
+more than ``log.cleaner.io.max.bytes.per.second``. The worker opens its own file descriptors and
+never touches the live log; the swap checks that the cleaned segments are still the log's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka.record.util import decode_varint
+
+from ..config import LONG_MAX
+from ..errors import KafkaError
+from . import checkpoints as ckpt
+from .batch import (
+    COMPRESSION_MASK,
+    CONTROL_FLAG,
+    HEADER_SIZE,
+    INT32_MAX,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+)
+from .log import PartitionLog
+from .recompress import compress, with_body
+from .records import decompress
+from .segment import LogSegment
+from .swap import CLEANED, StepHook, cleaned_path, promote_cleaned, replace_with_swap
+
+log = logging.getLogger(__name__)
+
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+#: Python keeps a key in the offset map for about this many bytes (Kafka: 24 per entry).
+_MAP_BYTES_PER_KEY = 100
+_READ_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    """The cleaner settings of one topic (and the broker's I/O bound)."""
+
+    delete_retention_ms: int
+    min_lag_ms: int
+    max_lag_ms: int
+    min_ratio: float
+    segment_bytes: int
+    index_max_bytes: int
+    index_interval_bytes: int
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> CleanerConfig:
+        def num(name: str, default: float) -> Any:
+            value = config.get(name)
+            return value if value is not None else default
+
+        return cls(int(num("delete.retention.ms", 86400000)), int(num("min.compaction.lag.ms", 0)),
+                   int(num("max.compaction.lag.ms", LONG_MAX)), float(num("min.cleanable.dirty.ratio", 0.5)),
+                   int(num("segment.bytes", 1073741824)), int(num("segment.index.bytes", 10485760)),
+                   int(num("index.interval.bytes", 4096)))
+
+
+def is_compacted(plog: PartitionLog) -> bool:
+    return "compact" in str(plog.config.get("cleanup.policy", "delete"))
+
+
+@dataclass
+class Cleanable:
+    """Where a log's dirty part is, and how dirty it is."""
+
+    first_dirty: int
+    first_uncleanable: int
+    clean_bytes: int
+    dirty_bytes: int
+    must_clean: bool  # max.compaction.lag.ms has passed for the first dirty batch
+
+    @property
+    def ratio(self) -> float:
+        total = self.clean_bytes + self.dirty_bytes
+        return self.dirty_bytes / total if total else 0.0
+
+
+def cleanable(plog: PartitionLog, checkpoint: int | None, now_ms: int) -> Cleanable:
+    """The cleanable range of ``plog`` now (Kafka's ``cleanableOffsets`` and ``dirtyRatio``)."""
+    cfg = CleanerConfig.from_config(plog.config)
+    segments = plog.segments
+    first_dirty = checkpoint if checkpoint is not None else plog.log_start_offset
+    if first_dirty < plog.log_start_offset or first_dirty > plog.log_end_offset:
+        first_dirty = plog.log_start_offset
+    uncleanable = segments[-1].base_offset
+    for seg in segments[:-1]:
+        if seg.next_offset <= first_dirty:
+            continue
+        if cfg.min_lag_ms > 0 and seg.largest_timestamp > now_ms - cfg.min_lag_ms:
+            uncleanable = seg.base_offset
+            break
+    uncleanable = max(uncleanable, first_dirty)
+    clean = sum(s.size for s in segments if s.next_offset <= first_dirty)
+    dirty = sum(s.size for s in segments if s.next_offset > first_dirty and s.base_offset < uncleanable)
+    must = False
+    if cfg.max_lag_ms < LONG_MAX and dirty:
+        first = next(s for s in segments if s.next_offset > first_dirty)
+        ts = first.first_batch_timestamp if first.first_batch_timestamp not in (None, -1) else first.largest_timestamp
+        must = now_ms - ts > cfg.max_lag_ms
+    return Cleanable(first_dirty, uncleanable, clean, dirty, must)
+
+
+# ---------------------------------------------------------------------- reading
+
+
+@dataclass(slots=True)
+class _Record:
+    start: int  # span in the uncompressed records section
+    end: int
+    offset: int
+    timestamp_delta: int
+    key: bytes | None
+    tombstone: bool
+
+
+def _records(raw: bytes, header: BatchHeader) -> list[_Record]:
+    out: list[_Record] = []
+    pos = 0
+    for _ in range(header.records_count):
+        length, p = decode_varint(raw, pos)
+        end = p + length
+        p += 1  # attributes
+        ts_delta, p = decode_varint(raw, p)
+        offset_delta, p = decode_varint(raw, p)
+        key_len, p = decode_varint(raw, p)
+        key = raw[p : p + key_len] if key_len >= 0 else None
+        p += max(key_len, 0)
+        value_len, p = decode_varint(raw, p)
+        out.append(_Record(pos, end, header.base_offset + offset_delta, ts_delta, key, value_len < 0))
+        pos = end
+    return out
+
+
+class Throttler:
+    """Sleeps the cleaning thread so that its reads and writes stay under a byte rate."""
+
+    def __init__(self, bytes_per_second: float) -> None:
+        self.rate = bytes_per_second
+        self.started = time.monotonic()
+        self.bytes = 0
+
+    def add(self, n: int) -> None:
+        self.bytes += n
+        if self.rate <= 0 or self.rate >= 1e300:
+            return
+        ahead = self.bytes / self.rate - (time.monotonic() - self.started)
+        if ahead > 0.001:
+            time.sleep(ahead)
+
+
+class Cancelled(Exception):
+    """The broker is stopping or the log went away: the cleaning is abandoned (files removed)."""
+
+
+def _iter_batches(path: Path, size: int, throttler: Throttler) -> Any:
+    """``(header, batch bytes)`` of each batch of a segment file, read with its own descriptor."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pos, buf, buf_start = 0, b"", 0
+        while size - pos >= HEADER_SIZE:
+            off = pos - buf_start
+            if off + HEADER_SIZE > len(buf):
+                buf, buf_start, off = os.pread(fd, min(_READ_CHUNK, size - pos), pos), pos, 0
+                throttler.add(len(buf))
+            header = BatchHeader.parse(buf, off)
+            if pos + header.size > size or header.size < HEADER_SIZE:
+                return
+            if off + header.size > len(buf):
+                buf, buf_start, off = os.pread(fd, max(_READ_CHUNK, header.size), pos), pos, 0
+                throttler.add(len(buf))
+            yield header, memoryview(buf)[off : off + header.size]
+            pos += header.size
+    finally:
+        os.close(fd)
+
+
+def _skipped(header: BatchHeader) -> bool:
+    """Transactional and control batches are kept untouched until transactions land."""
+    return bool(header.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG))
+
+
+def _raw_records(batch: memoryview, header: BatchHeader) -> bytes:
+    body = batch[HEADER_SIZE : header.size]
+    return decompress(header.compression, body) if header.compression else bytes(body)
+
+
+# ---------------------------------------------------------------------- one cleaning
+
+
+@dataclass
+class Plan:
+    """What a cleaning works on, taken from the live log on the event loop."""
+
+    directory: Path
+    name: str
+    segments: list[LogSegment]  # non-active segments from the log start up to the first uncleanable
+    sizes: list[int]
+    first_dirty: int
+    end: int  # first uncleanable offset
+    now_ms: int
+    config: CleanerConfig
+    producer_last_offsets: dict[int, int]  # producer id -> last offset of its last batch
+    max_map_keys: int
+
+
+@dataclass
+class CleanedGroup:
+    base: int
+    old: list[LogSegment]
+    bytes_read: int
+    bytes_written: int
+    unchanged: bool
+
+
+@dataclass
+class CleanResult:
+    groups: list[CleanedGroup] = field(default_factory=list)
+    map_end: int = 0
+    records_removed: int = 0
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(g.bytes_read for g in self.groups)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(g.bytes_written for g in self.groups if not g.unchanged)
+
+
+def build_offset_map(plan: Plan, throttler: Throttler, cancelled: threading.Event) -> tuple[dict[bytes, int], int]:
+    """Latest offset of each key in the dirty segments, and the offset the map reaches."""
+    latest: dict[bytes, int] = {}
+    end = plan.first_dirty
+    for seg, size in zip(plan.segments, plan.sizes, strict=True):
+        if seg.next_offset <= plan.first_dirty:
+            continue
+        if latest and len(latest) >= plan.max_map_keys:
+            break  # full: the map ends at this segment boundary
+        for header, batch in _iter_batches(seg.log_path, size, throttler):
+            if cancelled.is_set():
+                raise Cancelled
+            if _skipped(header) or header.records_count <= 0:
+                continue
+            for r in _records(_raw_records(batch, header), header):
+                if r.key is not None and r.offset >= plan.first_dirty:
+                    latest[r.key] = r.offset
+        end = seg.next_offset
+    return latest, end
+
+
+def group_segments(segments: list[LogSegment], sizes: list[int], cfg: CleanerConfig) -> list[list[int]]:
+    """Indexes of consecutive segments cleaned into one (Kafka's ``groupSegmentsBySize``)."""
+    groups: list[list[int]] = []
+    i = 0
+    while i < len(segments):
+        group = [i]
+        size = sizes[i]
+        index_bytes = len(segments[i].offset_index) * 8
+        time_bytes = len(segments[i].time_index) * 12
+        j = i + 1
+        while j < len(segments):
+            nxt = segments[j]
+            if (size + sizes[j] > cfg.segment_bytes
+                    or index_bytes + len(nxt.offset_index) * 8 > cfg.index_max_bytes
+                    or time_bytes + len(nxt.time_index) * 12 > cfg.index_max_bytes
+                    or nxt.next_offset - 1 - segments[i].base_offset > INT32_MAX):
+                break
+            size += sizes[j]
+            index_bytes += len(nxt.offset_index) * 8
+            time_bytes += len(nxt.time_index) * 12
+            group.append(j)
+            j += 1
+        groups.append(group)
+        i = j
+    return groups
+
+
+def _retained_batch(batch: memoryview, header: BatchHeader, raw: bytes, kept: list[_Record]) -> bytearray:
+    """The batch with only ``kept`` records (same base offset, last offset delta, producer fields)."""
+    attributes = header.attributes
+    rebuilt = BatchHeader(**{name: getattr(header, name) for name in BatchHeader.__dataclass_fields__})
+    rebuilt.records_count = len(kept)
+    if not kept:  # an empty batch: the header alone, uncompressed
+        return with_body(rebuilt, attributes & ~COMPRESSION_MASK, b"")
+    body = b"".join(raw[r.start : r.end] for r in kept)
+    packed = compress(header.compression, body) if header.compression else body
+    if not header.is_log_append_time:
+        rebuilt.max_timestamp = max(header.base_timestamp + r.timestamp_delta for r in kept)
+    return with_body(rebuilt, attributes, packed)
+
+
+def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
+                  hook: StepHook | None = None) -> CleanResult:
+    """Build the offset map and write every group's ``.cleaned`` files (fsynced). Thread-safe:
+    reads the segment files with its own descriptors and writes only ``.cleaned`` files."""
+    step = hook or (lambda _s: None)
+    latest, map_end = build_offset_map(plan, throttler, cancelled)
+    result = CleanResult(map_end=map_end)
+    in_range = [i for i, seg in enumerate(plan.segments) if seg.base_offset < map_end]
+    segments = [plan.segments[i] for i in in_range]
+    sizes = [plan.sizes[i] for i in in_range]
+    cfg = plan.config
+    last_of_producer = set(plan.producer_last_offsets.items())
+    for group in group_segments(segments, sizes, cfg):
+        olds = [segments[i] for i in group]
+        base = olds[0].base_offset
+        out = LogSegment(plan.directory, base, cfg.index_max_bytes, cfg.index_interval_bytes, plan.now_ms)
+        out.log_path = cleaned_path(plan.directory, base, ".log")
+        out.offset_index.path = cleaned_path(plan.directory, base, ".index")
+        out.time_index.path = cleaned_path(plan.directory, base, ".timeindex")
+        out.fd = os.open(out.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        read = 0
+        changed = False
+        try:
+            for k, (seg, size) in enumerate(zip(olds, (sizes[i] for i in group), strict=True)):
+                read += size
+                # tombstones go once cleaned before (below the first dirty offset) and old enough
+                drop_tombstones = (seg.next_offset <= plan.first_dirty
+                                   and plan.now_ms - seg.largest_timestamp > cfg.delete_retention_ms)
+                batches = list(_iter_batches(seg.log_path, size, throttler))
+                for n, (header, batch) in enumerate(batches):
+                    if cancelled.is_set():
+                        raise Cancelled
+                    last_of_group = k == len(olds) - 1 and n == len(batches) - 1
+                    if _skipped(header) or header.records_count <= 0:
+                        out.append(bytes(batch), header)
+                        continue
+                    raw = _raw_records(batch, header)
+                    records = _records(raw, header)
+                    kept = [r for r in records
+                            if r.key is not None and latest.get(r.key, r.offset) <= r.offset
+                            and not (r.tombstone and drop_tombstones)]
+                    if len(kept) == len(records):
+                        out.append(bytes(batch), header)
+                        continue
+                    changed = True
+                    result.records_removed += len(records) - len(kept)
+                    keep_empty = last_of_group or (header.producer_id, header.last_offset) in last_of_producer
+                    if not kept and not keep_empty:
+                        continue
+                    new = _retained_batch(batch, header, raw, kept)
+                    out.append(new, BatchHeader.parse(new))
+                step("batch-written")
+            if not changed and len(olds) == 1:
+                result.groups.append(CleanedGroup(base, olds, read, 0, True))
+                out.close()
+                for suffix in (".log", ".index", ".timeindex"):
+                    cleaned_path(plan.directory, base, suffix).unlink(missing_ok=True)
+                continue
+            out.time_index.maybe_append(out.max_timestamp, out.offset_of_max_timestamp)
+            os.fsync(out.fd)
+            step("cleaned-log-synced")
+            out.offset_index.save()
+            out.time_index.save()
+            step("cleaned-indexes-saved")
+            throttler.add(out.size)
+            result.groups.append(CleanedGroup(base, olds, read, out.size, False))
+        except BaseException:
+            remove_cleaned(plan.directory)
+            raise
+        finally:
+            if out.fd >= 0:
+                os.close(out.fd)
+                out.fd = -1
+    return result
+
+
+def remove_cleaned(directory: Path) -> None:
+    for entry in os.listdir(directory):
+        if entry.endswith(CLEANED) or entry.endswith(CLEANED + ".tmp"):
+            (directory / entry).unlink(missing_ok=True)
+
+
+def install(plog: PartitionLog, result: CleanResult, now_ms: int, hook: StepHook | None = None) -> bool:
+    """Swap the cleaned groups into ``plog`` (event loop). False, with the ``.cleaned`` files
+    removed, if the log changed under the cleaning (closed, or segments deleted by retention)."""
+    current = plog.segments
+    ids = {id(s) for s in current}
+    if plog.closed or any(id(s) not in ids for g in result.groups for s in g.old):
+        remove_cleaned(plog.dir)
+        return False
+    changed = [g for g in result.groups if not g.unchanged]
+    promote_cleaned(plog.dir, [g.base for g in changed], hook)
+    for group in changed:
+        replace_with_swap(plog.dir, group.base, [s.base_offset for s in group.old], hook)
+        cfg = CleanerConfig.from_config(plog.config)
+        new, reason = LogSegment.open(plog.dir, group.base, cfg.index_max_bytes, cfg.index_interval_bytes,
+                                      now_ms)
+        if reason is not None:
+            new.recover()
+            new.save_indexes()
+        plog.replace_segments(group.old, new)
+    return True
+
+
+# ---------------------------------------------------------------------- the service
+
+
+@dataclass
+class CleanerStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_removed: int = 0
+    runs: int = 0
+    last_run_ms: int = -1
+    last_run_seconds: float = 0.0
+    max_dirty_ratio: float = 0.0
+
+
+class LogCleaner:
+    """Cleans the compacted logs of a :class:`~minikafka.storage.log_manager.LogManager`.
+
+    ``clean_once`` picks the dirtiest log and cleans it; the broker calls it every
+    ``log.cleaner.backoff.ms`` and runs :func:`write_cleaned` in a worker thread."""
+
+    def __init__(self, data_dir: Path, logs: Callable[[], list[PartitionLog]], now_ms: Callable[[], int],
+                 *, io_bytes_per_second: float = float("inf"), dedupe_buffer_bytes: int = 134217728) -> None:
+        self.data_dir = Path(data_dir)
+        self._logs = logs
+        self.now_ms = now_ms
+        self.io_bytes_per_second = io_bytes_per_second
+        self.max_map_keys = max(1000, dedupe_buffer_bytes // _MAP_BYTES_PER_KEY)
+        self.cancelled = threading.Event()
+        self.stats = CleanerStats()
+        self.hook: StepHook | None = None
+        self.checkpoints = ckpt.read_offset_checkpoint(self.data_dir / CLEANER_CHECKPOINT) \
+            if (self.data_dir / CLEANER_CHECKPOINT).exists() else {}
+        self._uncleanable: set[tuple[str, int]] = set()
+
+    def _key(self, plog: PartitionLog) -> tuple[str, int]:
+        return plog.topic, plog.partition
+
+    def dirtiest(self) -> tuple[PartitionLog, Cleanable] | None:
+        """The compacted log most in need of cleaning (None if none qualifies); also updates the
+        backlog metric (largest dirty ratio)."""
+        now = self.now_ms()
+        best: tuple[PartitionLog, Cleanable] | None = None
+        top = 0.0
+        for plog in self._logs():
+            if not is_compacted(plog) or self._key(plog) in self._uncleanable or plog.closed:
+                continue
+            c = cleanable(plog, self.checkpoints.get(self._key(plog)), now)
+            top = max(top, c.ratio)
+            min_ratio = CleanerConfig.from_config(plog.config).min_ratio
+            if c.dirty_bytes and (c.must_clean or c.ratio >= min_ratio):
+                if best is None or c.must_clean > best[1].must_clean or c.ratio > best[1].ratio:
+                    best = (plog, c)
+        self.stats.max_dirty_ratio = top
+        return best
+
+    def plan(self, plog: PartitionLog, c: Cleanable) -> Plan:
+        segments = [s for s in plog.segments[:-1] if s.base_offset < c.first_uncleanable]
+        last = {pid: e.last_offset for pid, e in plog.producer_state.producers().items() if e.batches}
+        return Plan(plog.dir, plog.name, segments, [s.size for s in segments], c.first_dirty, c.first_uncleanable,
+                    self.now_ms(), CleanerConfig.from_config(plog.config), last, self.max_map_keys)
+
+    def finish(self, plog: PartitionLog, result: CleanResult, started: float) -> None:
+        """Install a written cleaning and account for it (event loop)."""
+        if install(plog, result, self.now_ms(), self.hook):
+            self.checkpoints[self._key(plog)] = result.map_end
+            self.write_checkpoint()
+            self.stats.bytes_read += result.bytes_read
+            self.stats.bytes_written += result.bytes_written
+            self.stats.records_removed += result.records_removed
+            log.info("%s: cleaned %d bytes into %d (%d records removed) up to offset %d in %.3f s",
+                     plog.name, result.bytes_read, result.bytes_written, result.records_removed,
+                     result.map_end, time.monotonic() - started)
+        self.stats.runs += 1
+        self.stats.last_run_ms = self.now_ms()
+        self.stats.last_run_seconds = time.monotonic() - started
+
+    def failed(self, plog: PartitionLog, exc: BaseException) -> None:
+        remove_cleaned(plog.dir)
+        if isinstance(exc, Cancelled):
+            return
+        log.error("%s: cleaning failed, the partition is left uncleaned until a restart: %s", plog.name, exc)
+        self._uncleanable.add(self._key(plog))
+
+    def clean_log(self, plog: PartitionLog, c: Cleanable) -> CleanResult | None:
+        """Clean one log synchronously (tests, tools, the crash test's subprocess)."""
+        started = time.monotonic()
+        plan = self.plan(plog, c)
+        try:
+            result = write_cleaned(plan, Throttler(self.io_bytes_per_second), self.cancelled, self.hook)
+        except (Cancelled, OSError, KafkaError, ValueError, IndexError) as exc:
+            self.failed(plog, exc)
+            return None
+        self.finish(plog, result, started)
+        return result
+
+    def clean_once(self) -> CleanResult | None:
+        found = self.dirtiest()
+        return self.clean_log(*found) if found is not None else None
+
+    async def clean_once_async(self) -> CleanResult | None:
+        """Like :meth:`clean_once`, the reading and writing in a worker thread."""
+        import asyncio
+
+        found = self.dirtiest()
+        if found is None:
+            return None
+        plog, c = found
+        started = time.monotonic()
+        plan = self.plan(plog, c)
+        try:
+            result = await asyncio.to_thread(write_cleaned, plan, Throttler(self.io_bytes_per_second),
+                                             self.cancelled, self.hook)
+        except (Cancelled, OSError, KafkaError, ValueError, IndexError) as exc:
+            self.failed(plog, exc)
+            return None
+        self.finish(plog, result, started)
+        return result
+
+    def write_checkpoint(self) -> None:
+        live = {self._key(p) for p in self._logs()}
+        self.checkpoints = {k: v for k, v in self.checkpoints.items() if k in live}
+        ckpt.write_offset_checkpoint(self.data_dir / CLEANER_CHECKPOINT, self.checkpoints)
+
+
+

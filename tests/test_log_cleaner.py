@@ -1,0 +1,276 @@
+"""The log cleaner over real partition directories: what is kept, what goes, and crash safety."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from minikafka.storage.batch import split_batches
+from minikafka.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, cleanable
+from minikafka.storage.log import PartitionLog
+from tests.storage_helpers import TS, kafka_batches, make_batch, open_log, topic_config
+
+COMPACT = {"cleanup_policy": "compact", "segment_bytes": 2000, "min_cleanable_dirty_ratio": 0.01}
+
+
+def compact_config(**extra: Any) -> dict[str, Any]:
+    settings = dict(COMPACT) | extra
+    return topic_config(**settings)
+
+
+def records(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    """``(offset, key, value)`` of every record from the log start, as a consumer reads them."""
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, 1 << 20)
+        if not data:
+            break
+        for batch in kafka_batches(data):
+            for r in batch:
+                if r.offset >= offset:
+                    out.append((r.offset, r.key, r.value))
+        offset = split_batches(data)[-1][1].next_offset
+    return out
+
+
+def fill(plog: PartitionLog, keys: int, rounds: int, tombstones: tuple[int, ...] = (), codec: int = 0,
+         timestamp: int = TS) -> None:
+    for r in range(rounds):
+        for k in range(keys):
+            value = None if (r == rounds - 1 and k in tombstones) else f"v{r}-{k}".encode()
+            plog.append_from_client(make_batch(key=f"k{k}".encode(), value=value, codec=codec,
+                                               timestamp=timestamp + r))  # type: ignore[arg-type]
+    plog.roll()
+
+
+def cleaner_for(plog: PartitionLog, directory: Path, now: int) -> LogCleaner:
+    return LogCleaner(directory, lambda: [plog], lambda: now)
+
+
+def latest_values(plog: PartitionLog) -> dict[bytes | None, bytes | None]:
+    return {key: value for _o, key, value in records(plog)}
+
+
+@pytest.mark.parametrize("codec", [0, 1, 3])
+def test_compaction_keeps_the_latest_record_of_each_key_at_its_offset(tmp_path: Path, codec: int) -> None:
+    plog = open_log(tmp_path / "t-0", compact_config())
+    fill(plog, keys=10, rounds=5, codec=codec)
+    before = records(plog)
+    expected = {key: (offset, value) for offset, key, value in before}
+    cleaner = cleaner_for(plog, tmp_path, TS + 10)
+    result = cleaner.clean_once()
+    assert result is not None and result.records_removed == 40
+    after = records(plog)
+    assert [(o, k, v) for o, k, v in after] == sorted((o, k, v) for k, (o, v) in expected.items())
+    assert plog.size_bytes < sum(1 for _ in before) * 60
+    # offsets and reads from a removed range: the next kept offset
+    first_kept = after[0][0]
+    assert records(plog)[0][0] == first_kept
+    data = plog.read(3, 1 << 20)
+    assert kafka_batches(data)[0].next_offset > 3
+    # the cleaned log loads back identically (indexes included) and the checkpoint is written
+    plog.close()
+    again = open_log(tmp_path / "t-0", compact_config())
+    assert records(again) == after
+    assert (tmp_path / CLEANER_CHECKPOINT).read_text().splitlines()[2] == f"t 0 {again.segments[-1].base_offset}"
+    again.close()
+
+
+def test_uncompressed_batches_of_many_records_lose_only_shadowed_records(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", compact_config())
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    for r in range(3):
+        builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+        for i in range(6):
+            builder.append(i, TS + i, f"k{(i + r) % 4}".encode(), f"r{r}i{i}".encode(), [])
+        plog.append_from_client(bytearray(builder.build()))
+    plog.roll()
+    LogCleaner(tmp_path, lambda: [plog], lambda: TS).clean_once()
+    after = records(plog)
+    assert sorted(k for _o, k, _v in after) == [b"k0", b"k1", b"k2", b"k3"]
+    assert latest_values(plog)[b"k1"] == b"r2i3" and latest_values(plog)[b"k3"] == b"r2i5"
+    assert len(split_batches(plog.read(0, 1 << 20))) == 1  # two batches lost all their records
+
+
+def test_tombstones_stay_for_the_first_cleaning_and_go_after_delete_retention(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", compact_config(delete_retention_ms=1000))
+    fill(plog, keys=5, rounds=2, tombstones=(1, 3))
+    cleaner = cleaner_for(plog, tmp_path, TS + 5000)
+    cleaner.clean_once()
+    assert latest_values(plog)[b"k1"] is None  # still there: consumers must see the delete
+    fill(plog, keys=1, rounds=1, timestamp=TS + 100)  # new dirty data triggers another cleaning
+    cleaner.clean_once()
+    keys = {k for _o, k, _v in records(plog)}
+    assert b"k1" not in keys and b"k3" not in keys
+    assert latest_values(plog)[b"k0"] == b"v0-0"
+
+    young = open_log(tmp_path / "u-0", compact_config(delete_retention_ms=10**9))
+    fill(young, keys=5, rounds=2, tombstones=(1,))
+    c2 = cleaner_for(young, tmp_path / "c2", TS + 5000)
+    (tmp_path / "c2").mkdir()
+    c2.clean_once()
+    fill(young, keys=1, rounds=1)
+    c2.clean_once()
+    assert latest_values(young)[b"k1"] is None  # delete.retention.ms not over: the tombstone stays
+
+
+def test_min_compaction_lag_and_dirty_ratio_decide_what_is_cleanable(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", compact_config(min_compaction_lag_ms=60_000, min_cleanable_dirty_ratio=0.5))
+    fill(plog, keys=5, rounds=4)
+    c = cleanable(plog, None, TS + 1000)  # every record is younger than the lag
+    assert c.dirty_bytes == 0 and c.first_uncleanable == plog.segments[0].base_offset
+    assert LogCleaner(tmp_path, lambda: [plog], lambda: TS + 1000).clean_once() is None
+    old = cleanable(plog, None, TS + 120_000)
+    assert old.dirty_bytes > 0 and old.ratio == 1.0
+    assert LogCleaner(tmp_path, lambda: [plog], lambda: TS + 120_000).clean_once() is not None
+    # once clean, a small dirty tail stays below the 0.5 ratio
+    fill(plog, keys=1, rounds=1, timestamp=TS)
+    cleaner = LogCleaner(tmp_path, lambda: [plog], lambda: TS + 120_000)
+    found = cleaner.dirtiest()
+    assert found is None and 0 < cleaner.stats.max_dirty_ratio < 0.5
+
+
+def test_max_compaction_lag_forces_a_cleaning_below_the_ratio(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", compact_config(min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=1000))
+    fill(plog, keys=5, rounds=4)
+    LogCleaner(tmp_path, lambda: [plog], lambda: TS + 10).clean_once()
+    fill(plog, keys=1, rounds=1)
+    assert LogCleaner(tmp_path, lambda: [plog], lambda: TS + 10).dirtiest() is None
+    assert LogCleaner(tmp_path, lambda: [plog], lambda: TS + 60_000).dirtiest() is not None
+
+
+def test_small_segments_are_grouped_up_to_segment_bytes(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", compact_config(segment_bytes=300))
+    for r in range(12):
+        plog.append_from_client(make_batch(key=f"k{r % 3}".encode(), value=b"x" * 20, timestamp=TS + r))
+        plog.roll()
+    assert len(plog.segments) == 13
+    plog.update_config(compact_config(segment_bytes=1000))
+    LogCleaner(tmp_path, lambda: [plog], lambda: TS).clean_once()
+    assert len(plog.segments) < 13
+    assert all(s.size <= 1000 for s in plog.segments)
+    assert [k for _o, k, _v in records(plog)] == [b"k0", b"k1", b"k2"]
+
+
+def test_idempotent_producer_keeps_its_last_batch_and_dedup_after_cleaning(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", compact_config())
+    for seq in range(4):
+        plog.append_from_client(make_batch(producer_id=7, epoch=0, base_sequence=seq, key=b"same"))
+    plog.append_from_client(make_batch(key=b"same", value=b"newest"))  # shadows every producer record
+    plog.roll()
+    LogCleaner(tmp_path, lambda: [plog], lambda: TS).clean_once()
+    headers = [h for _p, h in split_batches(plog.read(0, 1 << 20))]
+    empty = [h for h in headers if h.producer_id == 7]
+    assert len(empty) == 1 and empty[0].records_count == 0 and empty[0].base_sequence == 3
+    assert records(plog) == [(4, b"same", b"newest")]
+    plog.abandon()  # a crash: producer state is rebuilt from the cleaned log
+    again = open_log(tmp_path / "t-0", compact_config(), clean=False)
+    dup = again.append_from_client(make_batch(producer_id=7, epoch=0, base_sequence=3, key=b"same"))
+    assert dup.duplicate and dup.base_offset == 3
+    nxt = again.append_from_client(make_batch(producer_id=7, epoch=0, base_sequence=4, key=b"same"))
+    assert not nxt.duplicate
+    again.close()
+
+
+def test_transactional_batches_are_never_touched(tmp_path: Path) -> None:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    plog = open_log(tmp_path / "t-0", compact_config())
+    builder = DefaultRecordBatchBuilder(2, 0, True, 9, 0, 0, 1 << 30)
+    builder.append(0, TS, b"k", b"in-a-transaction", [])
+    txn = bytearray(builder.build())
+    # written as a log Kafka produced would hold it (the client path refuses transactions for now)
+    plog.append_from_client(make_batch(key=b"k", value=b"plain-old"))
+    seg = plog.segments[-1]
+    from minikafka.storage.batch import BatchHeader, set_base_offset
+
+    set_base_offset(txn, 0, plog.log_end_offset)
+    header = BatchHeader.parse(txn)
+    seg.append(txn, header)
+    plog.log_end_offset = plog.high_watermark = header.next_offset
+    plog.append_from_client(make_batch(key=b"k", value=b"plain-new"))
+    plog.roll()
+    LogCleaner(tmp_path, lambda: [plog], lambda: TS).clean_once()
+    assert [(o, v) for o, _k, v in records(plog)] == [(1, b"in-a-transaction"), (2, b"plain-new")]
+
+
+# ---------------------------------------------------------------------- crash safety
+
+CRASH_SCRIPT = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    from minikafka.storage.cleaner import LogCleaner
+    from minikafka.storage.log import PartitionLog
+    directory, config, kill_at, now = Path(sys.argv[1]), {}, int(sys.argv[2]), int(sys.argv[3])
+    import json
+    config = json.loads(Path(sys.argv[4]).read_text())
+    plog = PartitionLog.open("t", 0, directory, config)
+    calls = []
+    def hook(step):
+        calls.append(step)
+        if len(calls) == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+    cleaner = LogCleaner(directory.parent, lambda: [plog], lambda: now)
+    cleaner.hook = hook
+    cleaner.clean_once()
+    print(len(calls))
+""")
+
+
+def test_a_kill_at_any_step_of_a_cleaning_loads_to_before_or_after(tmp_path: Path) -> None:
+    config = compact_config(segment_bytes=1500)
+    seed = tmp_path / "seed" / "t-0"
+    plog = open_log(seed, config)
+    for r in range(6):
+        for k in range(8):
+            value = None if (r == 5 and k == 2) else f"v{r}-{k}".encode() * 3
+            plog.append_from_client(make_batch(key=f"k{k}".encode(), value=value, timestamp=TS + r))
+    plog.roll()
+    before = records(plog)
+    plog.close()
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config))
+    script = tmp_path / "clean.py"
+    script.write_text(CRASH_SCRIPT)
+
+    def run(directory: Path, kill_at: int) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, str(script), str(directory), str(kill_at), str(TS + 10),
+                               str(config_file)], capture_output=True, text=True, timeout=120,
+                              env={"PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+
+    import shutil
+
+    full = tmp_path / "full" / "t-0"
+    shutil.copytree(seed, full)
+    done = run(full, 10**9)
+    assert done.returncode == 0, done.stderr
+    steps = int(done.stdout.strip().splitlines()[-1])
+    assert steps > 10
+    after_log = PartitionLog.open("t", 0, full, config)
+    after = records(after_log)
+    after_log.close()
+    assert after != before and len(after) < len(before)
+    picks = sorted(set(random.Random(18).sample(range(1, steps + 1), min(steps, 25))) | {1, steps})
+    outcomes = set()
+    for kill_at in picks:
+        work = tmp_path / f"kill-{kill_at}" / "t-0"
+        shutil.copytree(seed, work)
+        killed = run(work, kill_at)
+        assert killed.returncode == -9, (kill_at, killed.stderr)
+        loaded = PartitionLog.open("t", 0, work, config, clean=False)
+        got = records(loaded)
+        loaded.close()
+        assert got in (before, after), f"kill at step {kill_at} left a mix"
+        outcomes.add("after" if got == after else "before")
+        leftovers = [p.name for p in work.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+        assert not leftovers, leftovers
+    assert outcomes == {"before", "after"}
