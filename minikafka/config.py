@@ -104,6 +104,7 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     # The log cleaner (minikafka.storage.cleaner), under Kafka's names and defaults.
     "log.cleaner.enable": (bool, True),
     "log.cleaner.backoff.ms": (int, 15000),
+    "log.cleaner.dedupe.buffer.size": (int, 134217728),
     "log.cleaner.io.max.bytes.per.second": (float, 1.7976931348623157e308),
     "log.cleaner.delete.retention.ms": (int, 86400000),
     "log.cleaner.min.compaction.lag.ms": (int, 0),

@@ -53,6 +53,22 @@ BROKER_METRICS: list[tuple[str, str, str, Callable[[Broker], float]]] = [
      lambda b: b.metrics.snapshots_written),
     ("minikafka_recovery_seconds", "gauge", "Time the last start spent loading and recovering the logs.",
      lambda b: b.metrics.recovery_seconds),
+    # the log cleaner (minikafka.storage.cleaner); zeros when log.cleaner.enable is false
+    ("minikafka_log_cleaner_read_bytes", "counter", "Bytes of segments the log cleaner read and rewrote.",
+     lambda b: b.cleaner.stats.bytes_read if b.cleaner else 0),
+    ("minikafka_log_cleaner_written_bytes", "counter", "Bytes of cleaned segments the log cleaner wrote.",
+     lambda b: b.cleaner.stats.bytes_written if b.cleaner else 0),
+    ("minikafka_log_cleaner_records_removed", "counter",
+     "Records the log cleaner removed (shadowed, keyless, expired tombstones).",
+     lambda b: b.cleaner.stats.records_removed if b.cleaner else 0),
+    ("minikafka_log_cleaner_max_dirty_ratio", "gauge",
+     "Largest dirty ratio of the compacted logs at the cleaner's last check: its backlog.",
+     lambda b: b.cleaner.stats.max_dirty_ratio if b.cleaner else 0),
+    ("minikafka_log_cleaner_last_run_timestamp_seconds", "gauge",
+     "When the last cleaning finished, broker clock in seconds since the epoch (0 before the first).",
+     lambda b: max(b.cleaner.stats.last_run_ms, 0) / 1000 if b.cleaner else 0),
+    ("minikafka_log_cleaner_last_run_duration_seconds", "gauge", "How long the last cleaning took.",
+     lambda b: b.cleaner.stats.last_run_seconds if b.cleaner else 0),
 ]
 
 #: Per-partition numbers, labelled ``topic`` and ``partition``: (name, kind, help, value).

@@ -29,6 +29,7 @@ from minikafka.broker.transactions import TransactionCoordinator
 from minikafka.config import BrokerConfig
 from minikafka.protocol.apis import ApiSpec
 from minikafka.startup_errors import BindError, DataDirError, KeyMaterialError
+from minikafka.storage.cleaner import LogCleaner
 from minikafka.storage.log_manager import LogManager
 
 log = logging.getLogger("minikafka.broker")
@@ -47,6 +48,7 @@ class Broker:
         self.metrics = Metrics()
         self.api_table: dict[int, ApiSpec] = build_api_table()
         self.logs: LogManager | None = None
+        self.cleaner: LogCleaner | None = None  # created in start() when log.cleaner.enable
         self.producer_ids: ProducerIdAllocator | None = None
         self.fetch_waiters = FetchWaiters()
         self.flusher = Flusher()
@@ -153,6 +155,11 @@ class Broker:
             asyncio.create_task(self._every("log.flush.offset.checkpoint.interval.ms", self._checkpoint)),
             asyncio.create_task(self._flush_due_logs()),
         ]
+        if self.config.get("log.cleaner.enable"):  # compaction (minikafka.storage.cleaner)
+            self.cleaner = LogCleaner(self.data_dir, self.logs.all_logs, lambda: self.clock(),
+                                      io_bytes_per_second=self.config.get("log.cleaner.io.max.bytes.per.second"),
+                                      dedupe_buffer_bytes=self.config.get("log.cleaner.dedupe.buffer.size"))
+            self._background.append(asyncio.create_task(self._clean_logs()))
         self.started = True
         log.info(
             "minikafka %s node %d listening on %s:%d (advertised %s), data dir %s, cluster id %s",
@@ -182,6 +189,8 @@ class Broker:
         self.started = False
         if self.listeners is not None:
             self.listeners.close()  # [listeners] every listener stops accepting
+        if self.cleaner is not None:
+            self.cleaner.cancelled.set()  # a cleaning in its worker thread stops at the next batch
         for task in self._background:
             task.cancel()
         # --- consumer groups: parked JoinGroup/SyncGroup answer NOT_COORDINATOR, timers stop ---
@@ -301,6 +310,17 @@ class Broker:
     def _checkpoint(self) -> None:
         assert self.logs is not None
         self.logs.checkpoint()
+
+    async def _clean_logs(self) -> None:
+        """Every log.cleaner.backoff.ms, clean the dirtiest compacted logs until none qualifies."""
+        assert self.cleaner is not None
+        while True:
+            await asyncio.sleep(max(self.config.get("log.cleaner.backoff.ms"), 10) / 1000)
+            try:
+                while self.started and await self.cleaner.clean_once_async() is not None:
+                    pass
+            except Exception:
+                log.exception("the log cleaner failed")
 
     async def _flush_due_logs(self) -> None:
         """fsync, off the event loop, the logs whose policy asks for it (a rolled segment, flush.ms)."""
