@@ -151,20 +151,42 @@ class _Record:
     tombstone: bool
 
 
+def _varint(raw: bytes, p: int) -> tuple[int, int]:
+    """Zig-zag varint at ``p``; the one-byte case (most fields) without a function call."""
+    b = raw[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    c = raw[p + 1]
+    if c < 0x80:
+        v = (b & 0x7F) | (c << 7)
+        return (v >> 1) ^ -(v & 1), p + 2
+    value: int
+    value, p = decode_varint(raw, p)
+    return value, p
+
+
 def _records(raw: bytes, header: BatchHeader) -> list[_Record]:
+    """Span, offset, timestamp delta, key and tombstone flag of each record (values not copied)."""
     out: list[_Record] = []
     pos = 0
+    base = header.base_offset
     for _ in range(header.records_count):
-        length, p = decode_varint(raw, pos)
+        length, p = _varint(raw, pos)
         end = p + length
-        p += 1  # attributes
-        ts_delta, p = decode_varint(raw, p)
-        offset_delta, p = decode_varint(raw, p)
-        key_len, p = decode_varint(raw, p)
+        b = raw[p + 1]  # after the attributes byte: the timestamp delta
+        if b < 0x80:
+            ts_delta, p = (b >> 1) ^ -(b & 1), p + 2
+        else:
+            ts_delta, p = decode_varint(raw, p + 1)
+        b = raw[p]
+        if b < 0x80:
+            offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+        else:
+            offset_delta, p = decode_varint(raw, p)
+        key_len, p = _varint(raw, p)
         key = raw[p : p + key_len] if key_len >= 0 else None
         p += max(key_len, 0)
-        value_len, p = decode_varint(raw, p)
-        out.append(_Record(pos, end, header.base_offset + offset_delta, ts_delta, key, value_len < 0))
+        out.append(_Record(pos, end, base + offset_delta, ts_delta, key, raw[p] == 1))  # value length -1
         pos = end
     return out
 
