@@ -216,3 +216,41 @@ def test_list_offsets_v0_answers_segment_offsets(broker: BrokerThread) -> None:
         assert offsets(-1, 10) == (0, [6, 0])
         assert offsets(0, 10) == (0, [])  # no segment modified before the epoch
         assert offsets(-1, -1)[0] == ErrorCode.INVALID_REQUEST
+
+
+def test_mutated_legacy_message_sets_are_refused_or_stored_whole(broker: BrokerThread) -> None:
+    """Byte-level edits of v0/v1 message sets: the broker answers every one, refuses with one of
+    Kafka's errors and an unchanged log, or appends exactly one v2 batch."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.test_fuzz import mutate
+
+    errors = {ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD, ErrorCode.MESSAGE_TOO_LARGE,
+              ErrorCode.INVALID_TIMESTAMP, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE}
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "lfuzz")
+
+    @st.composite
+    def message_sets(draw: st.DrawFn) -> bytes:
+        magic = draw(st.sampled_from([0, 1]))
+        codec = draw(st.sampled_from(LEGACY_CODECS))
+        values = draw(st.lists(st.binary(max_size=20), min_size=1, max_size=4))
+        return draw(mutate(message_set(magic, codec, values, timestamp=1_700_000_000_000)))
+
+    @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(records=message_sets(), version=st.integers(0, 2))
+    def case(records: bytes, version: int) -> None:
+        with RawClient(broker.bootstrap) as c:
+            before = fetch(c, 0, topic="lfuzz").high_watermark
+            answer = produce(c, "lfuzz", records, version=version)
+            after = fetch(c, 0, topic="lfuzz").high_watermark
+            if answer.error_code or answer.base_offset == -1:
+                assert answer.error_code in errors | {ErrorCode.NONE}, answer
+                assert after == before
+            else:
+                assert answer.base_offset == before and after > before
+                batches = stored_batches(broker, "lfuzz")
+                assert batches[-1][0].base_offset == before and batches[-1][0].next_offset == after
+
+    case()
