@@ -15,6 +15,7 @@ import pytest
 from minikafka.storage.batch import split_batches
 from minikafka.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, cleanable
 from minikafka.storage.log import PartitionLog
+from tests.batches import batch_of_records
 from tests.storage_helpers import TS, kafka_batches, make_batch, open_log, topic_config
 
 COMPACT = {"cleanup_policy": "compact", "segment_bytes": 2000, "min_cleanable_dirty_ratio": 0.01}
@@ -86,13 +87,9 @@ def test_compaction_keeps_the_latest_record_of_each_key_at_its_offset(tmp_path: 
 
 def test_uncompressed_batches_of_many_records_lose_only_shadowed_records(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", compact_config())
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
     for r in range(3):
-        builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
-        for i in range(6):
-            builder.append(i, TS + i, f"k{(i + r) % 4}".encode(), f"r{r}i{i}".encode(), [])
-        plog.append_from_client(bytearray(builder.build()))
+        plog.append_from_client(batch_of_records(
+            [(f"k{(i + r) % 4}".encode(), f"r{r}i{i}".encode(), TS + i, []) for i in range(6)]))
     plog.roll()
     LogCleaner(tmp_path, lambda: [plog], lambda: TS).clean_once()
     after = records(plog)
@@ -182,12 +179,9 @@ def test_idempotent_producer_keeps_its_last_batch_and_dedup_after_cleaning(tmp_p
 
 
 def test_transactional_batches_are_never_touched(tmp_path: Path) -> None:
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
     plog = open_log(tmp_path / "t-0", compact_config())
-    builder = DefaultRecordBatchBuilder(2, 0, True, 9, 0, 0, 1 << 30)
-    builder.append(0, TS, b"k", b"in-a-transaction", [])
-    txn = bytearray(builder.build())
+    txn = batch_of_records([(b"k", b"in-a-transaction", TS, [])], producer_id=9, epoch=0, base_sequence=0,
+                           transactional=True)
     # written as a log Kafka produced would hold it (the client path refuses transactions for now)
     plog.append_from_client(make_batch(key=b"k", value=b"plain-old"))
     seg = plog.segments[-1]

@@ -98,6 +98,7 @@ def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: 
     """Append one v2 record without headers to ``out``."""
     body = bytearray(b"\x00")  # attributes
     write = body.append
+    timestamp_delta = (timestamp_delta + (1 << 63)) % (1 << 64) - (1 << 63)  # int64, as Java wraps it
     encode_varint(timestamp_delta, write)
     encode_varint(offset_delta, write)
     for field in (key, value):

@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from .atomic_files import fsync_dir
 from .batch import HEADER_SIZE, BatchHeader
 from .segment import offset_file_name
 
@@ -45,14 +46,6 @@ _FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(\.cleaned|\
 
 #: Called with a step name before each step of a swap (tests kill the process there).
 StepHook = Callable[[str], None]
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _next_offset(path: Path) -> int | None:
