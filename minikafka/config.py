@@ -373,3 +373,9 @@ def parse_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"{name}: {converted!r} is not one of {sorted(choices)}")
         out[name] = converted
     return out
+
+
+def topic_setting(config: Mapping[str, Any], name: str, default: Any) -> Any:
+    """A topic's effective setting from its config mapping, ``default`` where it is unset or None."""
+    value = config.get(name)
+    return value if value is not None else default

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
+import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from minikafka.storage.batch import split_batches
@@ -85,3 +87,33 @@ def test_compaction_survives_a_restart_with_the_cleaner_checkpoint(
     assert consume_all(kafka.bootstrap, "cp", 120) == before
     lines = (kafka.data_dir / "cleaner-offset-checkpoint").read_text().splitlines()
     assert lines[0] == "0" and any(line.startswith("cp 0 ") for line in lines[2:])
+
+
+def test_a_restart_replays_the_compacted_offsets_log_not_everything_written(
+        minikafka_factory: Callable[..., MiniKafka], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """__consumer_offsets is cleaned by the log cleaner (the store's own compaction is held back
+    here): a restart replays about one record per live key plus the active segment."""
+    from minikafka.broker.groups import offset_store
+    from tests.test_groups_protocol import commit
+    from tests.test_groups_protocol import fetch as fetch_offsets
+
+    monkeypatch.setattr(offset_store, "COMPACT_MIN_RECORDS", 10**9)
+    kafka = minikafka_factory(admin_port=0, config=CONFIG | {"offsets.topic.segment.bytes": "20000"})
+    written = 3000
+    with RawClient(kafka.bootstrap) as c:
+        create_topic(c, "t", partitions=4)
+        for i in range(written):
+            commit(c, f"g{i % 5}", {("t", i % 4): (i, "m")})
+    wait_for(lambda: value(scrape(kafka), "minikafka_log_cleaner_records_removed_total") > written * 0.8)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="minikafka"):
+        kafka.restart(clean=False)
+    loaded = [r.getMessage() for r in caplog.records if "offset(s) of" in r.getMessage()]
+    replayed = int(loaded[-1].split(" from ")[1].split(" record")[0])
+    assert replayed < 400, loaded[-1]  # 20 live keys, the uncleaned active segment, not 3000
+    with RawClient(kafka.bootstrap) as c:
+        error, offsets = fetch_offsets(c, "g0", None)
+        assert error == 0
+        last = {p: max(i for i in range(written) if i % 5 == 0 and i % 4 == p) for p in range(4)}
+        assert {p: offsets[("t", p)][0] for p in range(4)} == last

@@ -44,7 +44,7 @@ from typing import Any
 
 from kafka.record.util import decode_varint
 
-from ..config import LONG_MAX
+from ..config import LONG_MAX, topic_setting
 from ..errors import KafkaError
 from . import checkpoints as ckpt
 from .batch import (
@@ -84,8 +84,7 @@ class CleanerConfig:
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CleanerConfig:
         def num(name: str, default: float) -> Any:
-            value = config.get(name)
-            return value if value is not None else default
+            return topic_setting(config, name, default)
 
         return cls(int(num("delete.retention.ms", 86400000)), int(num("min.compaction.lag.ms", 0)),
                    int(num("max.compaction.lag.ms", LONG_MAX)), float(num("min.cleanable.dirty.ratio", 0.5)),

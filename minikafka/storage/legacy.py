@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import LONG_MAX
+from ..config import LONG_MAX, topic_setting
 from ..errors import ErrorCode, KafkaError
 from .batch import CODEC_LZ4, CODEC_ZSTD, COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, split_batches
 from .recompress import build_batch, compress, target_codec
@@ -189,8 +189,7 @@ class TopicRules:
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> TopicRules:
         def num(name: str, default: int) -> int:
-            value = config.get(name)
-            return int(value) if value is not None else default
+            return int(topic_setting(config, name, default))
 
         return cls(
             compacted="compact" in str(config.get("cleanup.policy", "delete")),
