@@ -55,10 +55,10 @@ def test_background_cleaner_compacts_and_clients_read_the_latest_values(
                 offset = produce(c, "compacted", build_batch(key=key, value=val)).base_offset
                 latest[key] = (offset, val)
         end = 200
+    # the cleaner may already have run while the records were produced: wait for most to go
+    wait_for(lambda: value(scrape(kafka), "minikafka_log_cleaner_records_removed_total") > 100)
     families = scrape(kafka)
-    wait_for(lambda: value(scrape(kafka), "minikafka_log_cleaner_read_bytes_total") > 0)
-    families = scrape(kafka)
-    assert value(families, "minikafka_log_cleaner_records_removed_total") > 100
+    assert value(families, "minikafka_log_cleaner_read_bytes_total") > 0
     assert value(families, "minikafka_log_cleaner_last_run_timestamp_seconds") > 0
     got = consume_all(kafka.bootstrap, "compacted", end)
     by_key = {k: (o, v) for o, k, v in got}

@@ -254,6 +254,7 @@ class Plan:
     name: str
     segments: list[LogSegment]  # non-active segments from the log start up to the first uncleanable
     sizes: list[int]
+    newest: list[int]  # each segment's largest timestamp (the worker never touches live descriptors)
     first_dirty: int
     end: int  # first uncleanable offset
     now_ms: int
@@ -358,6 +359,7 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
     in_range = [i for i, seg in enumerate(plan.segments) if seg.base_offset < map_end]
     segments = [plan.segments[i] for i in in_range]
     sizes = [plan.sizes[i] for i in in_range]
+    newest = [plan.newest[i] for i in in_range]
     cfg = plan.config
     last_of_producer = set(plan.producer_last_offsets.items())
     for group in group_segments(segments, sizes, cfg):
@@ -371,11 +373,12 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
         read = 0
         changed = False
         try:
-            for k, (seg, size) in enumerate(zip(olds, (sizes[i] for i in group), strict=True)):
+            for k, i in enumerate(group):
+                seg, size = segments[i], sizes[i]
                 read += size
                 # tombstones go once cleaned before (below the first dirty offset) and old enough
                 drop_tombstones = (seg.next_offset <= plan.first_dirty
-                                   and plan.now_ms - seg.largest_timestamp > cfg.delete_retention_ms)
+                                   and plan.now_ms - newest[i] > cfg.delete_retention_ms)
                 batches = list(_iter_batches(seg.log_path, size, throttler))
                 for n, (header, batch) in enumerate(batches):
                     if cancelled.is_set():
@@ -510,7 +513,8 @@ class LogCleaner:
     def plan(self, plog: PartitionLog, c: Cleanable) -> Plan:
         segments = [s for s in plog.segments[:-1] if s.base_offset < c.first_uncleanable]
         last = {pid: e.last_offset for pid, e in plog.producer_state.producers().items() if e.batches}
-        return Plan(plog.dir, plog.name, segments, [s.size for s in segments], c.first_dirty, c.first_uncleanable,
+        return Plan(plog.dir, plog.name, segments, [s.size for s in segments], [s.largest_timestamp for s in segments],
+                    c.first_dirty, c.first_uncleanable,
                     self.now_ms(), CleanerConfig.from_config(plog.config), last, self.max_map_keys)
 
     def finish(self, plog: PartitionLog, result: CleanResult, started: float) -> None:
@@ -529,9 +533,9 @@ class LogCleaner:
         self.stats.last_run_seconds = time.monotonic() - started
 
     def failed(self, plog: PartitionLog, exc: BaseException) -> None:
-        remove_cleaned(plog.dir)
-        if isinstance(exc, Cancelled):
+        if plog.closed or isinstance(exc, Cancelled):  # stopping, or the topic was deleted meanwhile
             return
+        remove_cleaned(plog.dir)
         log.error("%s: cleaning failed, the partition is left uncleaned until a restart: %s", plog.name, exc)
         self._uncleanable.add(self._key(plog))
 
