@@ -268,3 +268,40 @@ def test_a_kill_at_any_step_of_a_cleaning_loads_to_before_or_after(tmp_path: Pat
         leftovers = [p.name for p in work.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
         assert not leftovers, leftovers
     assert outcomes == {"before", "after"}
+
+
+def test_timestamp_lookups_work_over_kept_empty_batches(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", compact_config())
+    plog.append_from_client(make_batch(key=b"a", value=b"1", timestamp=TS))
+    plog.append_from_client(make_batch(producer_id=3, epoch=0, base_sequence=0, key=b"b", timestamp=TS + 500))
+    plog.append_from_client(make_batch(key=b"b", value=b"newer", timestamp=TS + 10))
+    plog.roll()
+    LogCleaner(tmp_path, lambda: [plog], lambda: TS).clean_once()
+    headers = [h for _p, h in split_batches(plog.read(0, 1 << 20))]
+    assert [h.records_count for h in headers] == [1, 0, 1]  # the producer's last batch, emptied
+    assert plog.max_timestamp_offset() == (1, TS + 500)
+    assert plog.offset_for_timestamp(TS + 5) == (2, TS + 10)
+
+
+def test_the_throttler_keeps_reads_and_writes_under_the_rate() -> None:
+    from minikafka.storage.cleaner import Throttler
+
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    throttler = Throttler(1_000_000, clock=lambda: now[0], sleep=sleep)
+    for _ in range(10):
+        throttler.add(100_000)
+    assert now[0] == pytest.approx(1.0)  # 1 MB at 1 MB/s
+    now[0] += 5  # idle time earns at most a 0.3 s burst, not 5 s of it
+    throttler.add(100_000)
+    assert len(slept) == 10
+    throttler.add(1_000_000)
+    assert slept[-1] == pytest.approx(1.1 - 0.3 - 0.1)
+    unbounded = Throttler(float("inf"), clock=lambda: now[0], sleep=sleep)
+    unbounded.add(10**12)
+    assert len(slept) == 11

@@ -191,20 +191,29 @@ def _records(raw: bytes, header: BatchHeader) -> list[_Record]:
 
 
 class Throttler:
-    """Sleeps the cleaning thread so that its reads and writes stay under a byte rate."""
+    """Sleeps the cleaning thread so that its reads and writes stay under a byte rate (Kafka's
+    ``Throttler``); idle time earns at most ``WINDOW`` seconds of burst."""
 
-    def __init__(self, bytes_per_second: float) -> None:
+    WINDOW = 0.3
+
+    def __init__(self, bytes_per_second: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.rate = bytes_per_second
-        self.started = time.monotonic()
+        self.clock = clock
+        self.sleep = sleep
+        self.started = clock()
         self.bytes = 0
 
     def add(self, n: int) -> None:
         self.bytes += n
         if self.rate <= 0 or self.rate >= 1e300:
             return
-        ahead = self.bytes / self.rate - (time.monotonic() - self.started)
-        if ahead > 0.001:
-            time.sleep(ahead)
+        now = self.clock()
+        ahead = self.bytes / self.rate - (now - self.started)
+        if ahead < -self.WINDOW:  # after idle time: keep at most one window of unused allowance
+            self.started = now - self.bytes / self.rate - self.WINDOW
+        elif ahead > 0.001:
+            self.sleep(ahead)
 
 
 class Cancelled(Exception):

@@ -858,6 +858,8 @@ class PartitionLog:
         if header.is_log_append_time:
             return max(header.base_offset, self.log_start_offset), header.max_timestamp
         records = decode_records(best.read_batch(pos, header), header)
+        if not records:  # an empty batch the log cleaner kept for its producer
+            return max(header.base_offset, self.log_start_offset), best.max_timestamp
         top = max(r.timestamp for r in records)
         offset = next(r.offset for r in records if r.timestamp == top)
         return offset, best.max_timestamp
