@@ -178,23 +178,31 @@ def test_idempotent_producer_keeps_its_last_batch_and_dedup_after_cleaning(tmp_p
     again.close()
 
 
-def test_transactional_batches_are_never_touched(tmp_path: Path) -> None:
+def test_transactional_batches_markers_and_their_aborted_index_survive_cleaning(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", compact_config())
-    txn = batch_of_records([(b"k", b"in-a-transaction", TS, [])], producer_id=9, epoch=0, base_sequence=0,
+    plog.append_from_client(make_batch(key=b"k", value=b"plain-old"))  # 0
+    txn = batch_of_records([(b"k", b"aborted", TS, [])], producer_id=9, epoch=0, base_sequence=0,
                            transactional=True)
-    # written as a log Kafka produced would hold it (the client path refuses transactions for now)
-    plog.append_from_client(make_batch(key=b"k", value=b"plain-old"))
-    seg = plog.segments[-1]
-    from minikafka.storage.batch import BatchHeader, set_base_offset
-
-    set_base_offset(txn, 0, plog.log_end_offset)
-    header = BatchHeader.parse(txn)
-    seg.append(txn, header)
-    plog.log_end_offset = plog.high_watermark = header.next_offset
-    plog.append_from_client(make_batch(key=b"k", value=b"plain-new"))
+    plog.append_from_client(txn)  # 1
+    plog.append_marker(9, 0, commit=False, coordinator_epoch=0)  # 2: ABORT
+    committed = batch_of_records([(b"j", b"committed", TS, [])], producer_id=9, epoch=0, base_sequence=1,
+                                 transactional=True)
+    plog.append_from_client(committed)  # 3
+    plog.append_marker(9, 0, commit=True, coordinator_epoch=0)  # 4: COMMIT
+    plog.append_from_client(make_batch(key=b"k", value=b"plain-new"))  # 5
+    plog.append_from_client(make_batch(key=b"j", value=b"plain-j"))  # 6
     plog.roll()
+    aborted_before = plog.collect_aborted_transactions(0, plog.log_end_offset)
+    assert aborted_before == [(9, 1)]
     LogCleaner(tmp_path, lambda: [plog], lambda: TS).clean_once()
-    assert [(o, v) for o, _k, v in records(plog)] == [(1, b"in-a-transaction"), (2, b"plain-new")]
+    # only the shadowed plain record went; transactional data and both markers are untouched
+    headers = [h for _p, h in split_batches(plog.read(0, 1 << 20))]
+    assert [h.base_offset for h in headers] == [1, 2, 3, 4, 5, 6]
+    assert plog.collect_aborted_transactions(0, plog.log_end_offset) == aborted_before
+    plog.abandon()
+    again = open_log(tmp_path / "t-0", compact_config(), clean=False)
+    assert again.collect_aborted_transactions(0, again.log_end_offset) == aborted_before
+    again.close()
 
 
 # ---------------------------------------------------------------------- crash safety

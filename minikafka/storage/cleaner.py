@@ -21,9 +21,11 @@ Kafka's algorithm for one broker (``core/src/main/scala/kafka/log/LogCleaner.sca
   each producer (an empty batch, as Kafka keeps, so producer state and deduplication are the same
   after a restart) and the last batch of the group (so the cleaned segment ends where the group
   ended, which makes the crash recovery of :mod:`minikafka.storage.swap` exact).
-* **Transactions** are being built; until they are, every batch with the transactional or control
-  attribute is kept untouched and its records never shadow others (so an aborted record cannot
-  delete a committed one). Removing aborted records and old markers comes with transactions.
+* **Transactions.** Every batch with the transactional or control attribute is kept untouched and
+  its records never shadow others (so an aborted record cannot delete a committed one); the dirty
+  part ends at the segment holding the last stable offset; a cleaned segment carries the
+  ``.txnindex`` entries of the segments it replaces. Kafka also removes aborted records and markers
+  no longer needed; minikafka does not yet.
 
 Threading: :meth:`LogCleaner.clean_log` runs the planning and the swap on the caller's thread
 (the event loop) and the reading and writing (:func:`write_cleaned`) on a worker thread, at no
@@ -60,6 +62,7 @@ from .recompress import compress, with_body
 from .records import decompress
 from .segment import LogSegment
 from .swap import CLEANED, StepHook, cleaned_path, promote_cleaned, replace_with_swap
+from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +129,9 @@ def cleanable(plog: PartitionLog, checkpoint: int | None, now_ms: int) -> Cleana
         if cfg.min_lag_ms > 0 and seg.largest_timestamp > now_ms - cfg.min_lag_ms:
             uncleanable = seg.base_offset
             break
+    lso = plog.last_stable_offset  # an open transaction's records stay dirty until it ends
+    if lso < uncleanable:
+        uncleanable = next(s.base_offset for s in reversed(segments) if s.base_offset <= lso)
     uncleanable = max(uncleanable, first_dirty)
     clean = sum(s.size for s in segments if s.next_offset <= first_dirty)
     dirty = sum(s.size for s in segments if s.next_offset > first_dirty and s.base_offset < uncleanable)
@@ -264,6 +270,7 @@ class Plan:
     segments: list[LogSegment]  # non-active segments from the log start up to the first uncleanable
     sizes: list[int]
     newest: list[int]  # each segment's largest timestamp (the worker never touches live descriptors)
+    aborted: list[list[AbortedTxn]]  # each segment's aborted-transaction index entries
     first_dirty: int
     end: int  # first uncleanable offset
     now_ms: int
@@ -369,6 +376,7 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
     segments = [plan.segments[i] for i in in_range]
     sizes = [plan.sizes[i] for i in in_range]
     newest = [plan.newest[i] for i in in_range]
+    aborted = [plan.aborted[i] for i in in_range]
     cfg = plan.config
     last_of_producer = set(plan.producer_last_offsets.items())
     for group in group_segments(segments, sizes, cfg):
@@ -423,6 +431,7 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
             step("cleaned-log-synced")
             out.offset_index.save()
             out.time_index.save()
+            _write_aborted(cleaned_path(plan.directory, base, ".txnindex"), [t for i in group for t in aborted[i]])
             step("cleaned-indexes-saved")
             throttler.add(out.size)
             result.groups.append(CleanedGroup(base, olds, read, out.size, False))
@@ -434,6 +443,19 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
                 os.close(out.fd)
                 out.fd = -1
     return result
+
+
+def _write_aborted(path: Path, entries: list[AbortedTxn]) -> None:
+    """The cleaned segment's ``.txnindex``: every entry of the segments it replaces (their ABORT
+    markers are kept), fsynced; no file when there is none, as for any segment."""
+    if not entries:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"".join(t.encode() for t in entries))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def remove_cleaned(directory: Path) -> None:
@@ -523,7 +545,7 @@ class LogCleaner:
         segments = [s for s in plog.segments[:-1] if s.base_offset < c.first_uncleanable]
         last = {pid: e.last_offset for pid, e in plog.producer_state.producers().items() if e.batches}
         return Plan(plog.dir, plog.name, segments, [s.size for s in segments], [s.largest_timestamp for s in segments],
-                    c.first_dirty, c.first_uncleanable,
+                    [list(s.txn_index.entries) for s in segments], c.first_dirty, c.first_uncleanable,
                     self.now_ms(), CleanerConfig.from_config(plog.config), last, self.max_map_keys)
 
     def finish(self, plog: PartitionLog, result: CleanResult, started: float) -> None:

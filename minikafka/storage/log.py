@@ -44,8 +44,8 @@ from .producer_state import ProducerStateManager
 from .recompress import TOPIC_CODECS, recompress
 from .records import decode_records
 from .segment import LogSegment, offset_file_name
-from .txn_index import AbortedTxn
 from .swap import complete_interrupted_swaps
+from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 CLEANED, SWAP, DELETED = ".cleaned", ".swap", ".deleted"
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
+#: The files of a cleaned segment, in the order they are renamed: the log file last.
+_SWAPPED = (".index", ".timeindex", ".txnindex", ".log")
 _FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(\.cleaned|\.swap|\.deleted)?$")
 
 #: Called with a step name before each step of a swap (tests kill the process there).
@@ -118,7 +120,9 @@ def promote_cleaned(directory: Path, bases: list[int], hook: StepHook | None = N
     loading discards the whole cleaning; after it (the commit point) the loading completes it."""
     step = hook or (lambda _s: None)
     for base in sorted(bases, reverse=True):
-        for suffix in (".index", ".timeindex", ".log"):
+        for suffix in _SWAPPED:
+            if suffix == ".txnindex" and not cleaned_path(directory, base, suffix).exists():
+                continue  # a segment without aborted transactions has no .txnindex
             step(f"rename-{base}{suffix}.cleaned")
             os.replace(cleaned_path(directory, base, suffix), directory / (offset_file_name(base, suffix) + SWAP))
     step("fsync-dir-swap")
@@ -134,9 +138,12 @@ def replace_with_swap(directory: Path, base: int, old_bases: list[int], hook: St
             if path.exists():
                 step(f"delete-rename-{old}{suffix}")
                 os.replace(path, directory / (offset_file_name(old, suffix) + DELETED))
-    for suffix in (".index", ".timeindex", ".log"):  # the log file last
+    for suffix in _SWAPPED:  # the log file last
+        swap = directory / (offset_file_name(base, suffix) + SWAP)
+        if suffix == ".txnindex" and not swap.exists():
+            continue
         step(f"rename-{base}{suffix}.swap")
-        os.replace(directory / (offset_file_name(base, suffix) + SWAP), directory / offset_file_name(base, suffix))
+        os.replace(swap, directory / offset_file_name(base, suffix))
     step("fsync-dir-final")
     fsync_dir(directory)
     for old in old_bases:
