@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from minikafka.config import BrokerConfig
 from minikafka.storage.batch import split_batches
 from minikafka.storage.cleaner import CLEANER_CHECKPOINT, LogCleaner, cleanable
 from minikafka.storage.log import PartitionLog
@@ -313,3 +314,30 @@ def test_the_throttler_keeps_reads_and_writes_under_the_rate() -> None:
     unbounded = Throttler(float("inf"), clock=lambda: now[0], sleep=sleep)
     unbounded.add(10**12)
     assert len(slept) == 11
+
+
+def test_the_spark_exporter_reads_a_cleaned_log_as_a_consumer_does(tmp_path: Path) -> None:
+    """Gaps and kept empty batches in cleaned segments: the exporter's reader (no SparkSession)
+    returns the records a consumer reads, at their offsets."""
+    from minikafka.storage.log_manager import LogManager
+    from tests.test_spark_reader import read_all
+
+    data = tmp_path / "data"
+    manager = LogManager(data, BrokerConfig(data_dir=str(data)))
+    manager.load()
+    manager.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "1500",
+                                  "min.cleanable.dirty.ratio": "0.01"})
+    plog = manager.get_log("c", 0)
+    assert plog is not None
+    for seq in range(3):
+        plog.append_from_client(make_batch(producer_id=5, epoch=0, base_sequence=seq, key=b"p"))
+    plog.append_from_client(make_batch(key=b"p", value=b"plain"))  # empties the producer's last batch
+    fill(plog, keys=6, rounds=4, codec=1)
+    cleaner = LogCleaner(data, manager.all_logs, lambda: TS)
+    assert cleaner.clean_once() is not None
+    kept = [h for _p, h in split_batches(plog.read(0, 1 << 20))]
+    assert any(h.records_count == 0 for h in kept)
+    expected = [(o, k, v) for o, k, v in records(plog)]
+    manager.shutdown()
+    rows = read_all(str(data), subscribe="c", startingOffsets="earliest")
+    assert [(r["offset"], r["key"], r["value"]) for r in rows] == expected
