@@ -379,3 +379,12 @@ def topic_setting(config: Mapping[str, Any], name: str, default: Any) -> Any:
     """A topic's effective setting from its config mapping, ``default`` where it is unset or None."""
     value = config.get(name)
     return value if value is not None else default
+
+
+def timestamp_bounds(config: Mapping[str, Any]) -> tuple[int, int]:
+    """``message.timestamp.before.max.ms`` and ``.after.max.ms``; where one is unset (LONG_MAX) the
+    deprecated ``message.timestamp.difference.max.ms`` applies, as in Kafka's ``LogConfig`` (KIP-937)."""
+    difference = int(topic_setting(config, "message.timestamp.difference.max.ms", LONG_MAX))
+    before = int(topic_setting(config, "message.timestamp.before.max.ms", LONG_MAX))
+    after = int(topic_setting(config, "message.timestamp.after.max.ms", LONG_MAX))
+    return before if before != LONG_MAX else difference, after if after != LONG_MAX else difference

@@ -122,3 +122,15 @@ def test_idempotent_producer_on_a_recompressing_topic_keeps_sequences_and_dedup(
     with RawClient(broker.bootstrap) as c:  # the rebuilt producer state still knows the sequences
         retry = produce(c, "cz-idem", build_batch(producer_id=pid, epoch=epoch, base_sequence=5, count=2))
         assert (retry.error_code, retry.base_offset) == (0, 5)
+
+
+def test_deprecated_timestamp_difference_bounds_both_sides_unless_before_or_after_is_set(
+        broker: BrokerThread) -> None:
+    old = 1_000_000  # 1970: far outside an hour either way
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "diff", configs={"message.timestamp.difference.max.ms": "3600000"})
+        assert produce(c, "diff", build_batch(timestamp=old)).error_code == ErrorCode.INVALID_TIMESTAMP
+        create_topic(c, "diff-before", configs={"message.timestamp.difference.max.ms": "3600000",
+                                                "message.timestamp.before.max.ms": str(2**62)})
+        assert produce(c, "diff-before", build_batch(timestamp=old)).error_code == 0
+        assert produce(c, "diff-before", build_batch(timestamp=2**50)).error_code == ErrorCode.INVALID_TIMESTAMP

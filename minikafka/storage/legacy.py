@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import LONG_MAX, topic_setting
+from ..config import timestamp_bounds, topic_setting
 from ..errors import ErrorCode, KafkaError
 from .batch import CODEC_LZ4, CODEC_ZSTD, COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, split_batches
 from .recompress import build_batch, compress, target_codec
@@ -194,8 +194,8 @@ class TopicRules:
         return cls(
             compacted="compact" in str(config.get("cleanup.policy", "delete")),
             log_append_time=str(config.get("message.timestamp.type", "CreateTime")) == "LogAppendTime",
-            before_max_ms=num("message.timestamp.before.max.ms", LONG_MAX),
-            after_max_ms=num("message.timestamp.after.max.ms", LONG_MAX),
+            before_max_ms=timestamp_bounds(config)[0],
+            after_max_ms=timestamp_bounds(config)[1],
             max_message_bytes=num("max.message.bytes", 1048588),
             compression_type=str(config.get("compression.type", "producer")),
         )

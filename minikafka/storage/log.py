@@ -26,7 +26,7 @@ from typing import Any
 
 from crc32c import crc32c
 
-from ..config import LONG_MAX
+from ..config import LONG_MAX, timestamp_bounds
 from ..errors import ErrorCode, KafkaError
 from .batch import (
     ATTRIBUTES_OFFSET,
@@ -110,8 +110,8 @@ class _Settings:
             index_max_bytes=num("segment.index.bytes", 10485760),
             index_interval_bytes=num("index.interval.bytes", 4096),
             log_append_time=str(config.get("message.timestamp.type", "CreateTime")) == "LogAppendTime",
-            before_max_ms=num("message.timestamp.before.max.ms", LONG_MAX),
-            after_max_ms=num("message.timestamp.after.max.ms", LONG_MAX),
+            before_max_ms=timestamp_bounds(config)[0],
+            after_max_ms=timestamp_bounds(config)[1],
             compacted="compact" in str(config.get("cleanup.policy", "delete")),
             deletes="delete" in str(config.get("cleanup.policy", "delete")),
             flush_messages=num("flush.messages", LONG_MAX),
