@@ -256,3 +256,34 @@ def test_mutated_legacy_message_sets_are_refused_or_stored_whole(broker: BrokerT
                 assert batches[-1][0].base_offset == before and batches[-1][0].next_offset == after
 
     case()
+
+
+@pytest.mark.parametrize("api_version", [(0, 9), (0, 10, 1)], ids=["magic0", "magic1"])
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4"])
+def test_kafka_python_pinned_to_old_brokers_produces_and_consumes(
+        broker: BrokerThread, api_version: tuple[int, ...], codec: str) -> None:
+    """kafka-python with api_version 0.9 (Produce/Fetch v1, magic 0) or 0.10.1 (Produce v2, Fetch v3,
+    magic 1): the stored batches carry its codec, its consumer reads everything back."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = f"kp-{codec}-{len(api_version)}"
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version,
+                             compression_type=codec, linger_ms=20)
+    sent = [(f"k{i}".encode(), f"value {i} ".encode() * 10) for i in range(50)]
+    for key, val in sent:
+        producer.send(topic, key=key, value=val)
+    producer.flush()
+    producer.close()
+    batches = stored_batches(broker, topic)
+    assert batches and {h.compression for h, _b in batches} == {CODECS[codec]}
+    assert {h.producer_id for h, _b in batches} == {-1}
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version,
+                             auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, 0)])
+    got: list[tuple[int, bytes, bytes]] = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(sent) and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=200).values():
+            got.extend((m.offset, m.key, m.value) for m in records)
+    consumer.close()
+    assert got == [(i, k, v) for i, (k, v) in enumerate(sent)]
