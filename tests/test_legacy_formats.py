@@ -287,3 +287,15 @@ def test_kafka_python_pinned_to_old_brokers_produces_and_consumes(
             got.extend((m.offset, m.key, m.value) for m in records)
     consumer.close()
     assert got == [(i, k, v) for i, (k, v) in enumerate(sent)]
+
+
+def test_fetch_v2_limits_are_hard_and_v3_sends_at_least_one_message(broker: BrokerThread) -> None:
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "hard")
+        assert produce(c, "hard", build_batch(value=b"x" * 300, key=b"k")).error_code == 0
+        cut = fetch(c, 0, topic="hard", version=2, partition_max_bytes=100)
+        whole = fetch(c, 0, topic="hard", version=3, partition_max_bytes=100, max_bytes=100)
+        roomy = fetch(c, 0, topic="hard", version=2)
+    assert len(cut.records) == 100 and legacy_records(cut.records, 1) == []  # a partial message
+    assert [m.value for m in legacy_records(whole.records, 1)] == [b"x" * 300]
+    assert [m.value for m in legacy_records(roomy.records, 1)] == [b"x" * 300]

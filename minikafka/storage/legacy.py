@@ -368,6 +368,11 @@ def read_down_converted(partition_log: Any, data: bytes | memoryview, version: i
         converted = down_convert(data, magic, fetch_offset, limit, min_one)
         batches = split_batches(data)
         if converted or not batches:
+            if version <= 2 and len(converted) > limit:
+                # Fetch v0-v2 limits are hard (Kafka sets no "at least one message" there): whole
+                # messages within the limit, or else the first one cut, which old clients take as
+                # "message too large for the fetch size".
+                return down_convert(data, magic, fetch_offset, limit, False) or converted[:limit]
             return converted
         fetch_offset = batches[-1][1].next_offset
         if fetch_offset >= partition_log.log_end_offset:
