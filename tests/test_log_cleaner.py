@@ -179,30 +179,41 @@ def test_idempotent_producer_keeps_its_last_batch_and_dedup_after_cleaning(tmp_p
     again.close()
 
 
-def test_transactional_batches_markers_and_their_aborted_index_survive_cleaning(tmp_path: Path) -> None:
+def test_aborted_records_go_committed_ones_compact_and_markers_and_the_aborted_index_stay(
+        tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", compact_config())
     plog.append_from_client(make_batch(key=b"k", value=b"plain-old"))  # 0
-    txn = batch_of_records([(b"k", b"aborted", TS, [])], producer_id=9, epoch=0, base_sequence=0,
-                           transactional=True)
-    plog.append_from_client(txn)  # 1
-    plog.append_marker(9, 0, commit=False, coordinator_epoch=0)  # 2: ABORT
-    committed = batch_of_records([(b"j", b"committed", TS, [])], producer_id=9, epoch=0, base_sequence=1,
-                                 transactional=True)
-    plog.append_from_client(committed)  # 3
-    plog.append_marker(9, 0, commit=True, coordinator_epoch=0)  # 4: COMMIT
-    plog.append_from_client(make_batch(key=b"k", value=b"plain-new"))  # 5
-    plog.append_from_client(make_batch(key=b"j", value=b"plain-j"))  # 6
+    aborted = batch_of_records([(b"k", b"aborted", TS, []), (b"x", b"aborted-x", TS, [])], producer_id=9,
+                               epoch=0, base_sequence=0, transactional=True)
+    plog.append_from_client(aborted)  # 1-2
+    plog.append_marker(9, 0, commit=False, coordinator_epoch=0)  # 3: ABORT
+    committed = batch_of_records([(b"j", b"committed", TS, []), (b"y", b"committed-y", TS, [])],
+                                 producer_id=9, epoch=0, base_sequence=2, transactional=True)
+    plog.append_from_client(committed)  # 4-5
+    plog.append_marker(9, 0, commit=True, coordinator_epoch=0)  # 6: COMMIT
+    plog.append_from_client(make_batch(key=b"j", value=b"plain-j"))  # 7: shadows the committed j
     plog.roll()
     aborted_before = plog.collect_aborted_transactions(0, plog.log_end_offset)
     assert aborted_before == [(9, 1)]
-    LogCleaner(tmp_path, lambda: [plog], lambda: TS).clean_once()
-    # only the shadowed plain record went; transactional data and both markers are untouched
+    result = LogCleaner(tmp_path, lambda: [plog], lambda: TS).clean_once()
+    assert result is not None and result.records_removed == 3  # both aborted records, the committed j
     headers = [h for _p, h in split_batches(plog.read(0, 1 << 20))]
-    assert [h.base_offset for h in headers] == [1, 2, 3, 4, 5, 6]
+    assert [(h.base_offset, h.records_count, h.is_control) for h in headers] == [
+        (0, 1, False), (3, 1, True), (4, 1, False), (6, 1, True), (7, 1, False)]
+    data_records = [(o, k, v) for o, k, v in records(plog) if o not in (3, 6)]  # 3 and 6 are markers
+    # the aborted k did not shadow the older plain k
+    assert data_records == [(0, b"k", b"plain-old"), (5, b"y", b"committed-y"), (7, b"j", b"plain-j")]
     assert plog.collect_aborted_transactions(0, plog.log_end_offset) == aborted_before
     plog.abandon()
     again = open_log(tmp_path / "t-0", compact_config(), clean=False)
-    assert again.collect_aborted_transactions(0, again.log_end_offset) == aborted_before
+    # recovery rebuilds the aborted index from the markers of transactions that still have data:
+    # this one has none left, so a read_committed reader has nothing to drop either way
+    assert [(o, k, v) for o, k, v in records(again) if o not in (3, 6)] == data_records
+    assert again.collect_aborted_transactions(0, again.log_end_offset) in ([], aborted_before)
+    assert again.last_stable_offset == again.log_end_offset  # no transaction left open by the cleaning
+    dup = again.append_from_client(batch_of_records([(b"j", b"committed", TS, []), (b"y", b"committed-y", TS, [])],
+                                                    producer_id=9, epoch=0, base_sequence=2, transactional=True))
+    assert dup.duplicate and dup.base_offset == 4  # the producer's last batch survived
     again.close()
 
 

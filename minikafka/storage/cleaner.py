@@ -21,11 +21,12 @@ Kafka's algorithm for one broker (``core/src/main/scala/kafka/log/LogCleaner.sca
   each producer (an empty batch, as Kafka keeps, so producer state and deduplication are the same
   after a restart) and the last batch of the group (so the cleaned segment ends where the group
   ended, which makes the crash recovery of :mod:`minikafka.storage.swap` exact).
-* **Transactions.** Every batch with the transactional or control attribute is kept untouched and
-  its records never shadow others (so an aborted record cannot delete a committed one); the dirty
-  part ends at the segment holding the last stable offset; a cleaned segment carries the
-  ``.txnindex`` entries of the segments it replaces. Kafka also removes aborted records and markers
-  no longer needed; minikafka does not yet.
+* **Transactions.** The dirty part ends at the segment holding the last stable offset, so every
+  transaction in the cleaned range is complete. Records of aborted transactions (found through the
+  ``.txnindex`` entries) are removed and shadow nothing; committed transactional records are
+  compacted like any other. Markers (control batches) are all kept, and a cleaned segment carries
+  the ``.txnindex`` entries of the segments it replaces. Kafka also removes markers once they are
+  no longer needed; minikafka keeps them.
 
 Threading: :meth:`LogCleaner.clean_log` runs the planning and the swap on the caller's thread
 (the event loop) and the reading and writing (:func:`write_cleaned`) on a worker thread, at no
@@ -39,6 +40,7 @@ import logging
 import os
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,9 +250,29 @@ def _iter_batches(path: Path, size: int, throttler: Throttler) -> Any:
         os.close(fd)
 
 
-def _skipped(header: BatchHeader) -> bool:
-    """Transactional and control batches are kept untouched until transactions land."""
-    return bool(header.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG))
+class AbortedRanges:
+    """Which transactional batches belong to aborted transactions, from the ``.txnindex`` entries
+    of the whole log. The cleaned range lies below the last stable offset, so every transaction
+    there is complete: a transactional batch outside every aborted range was committed."""
+
+    def __init__(self, entries: list[AbortedTxn]) -> None:
+        ranges: dict[int, list[tuple[int, int]]] = {}
+        for txn in entries:
+            ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+        self._firsts = {pid: [r[0] for r in sorted(rs)] for pid, rs in ranges.items()}
+        self._lasts = {pid: [r[1] for r in sorted(rs)] for pid, rs in ranges.items()}
+
+    def contains(self, header: BatchHeader) -> bool:
+        firsts = self._firsts.get(header.producer_id)
+        if not firsts or not header.attributes & TRANSACTIONAL_FLAG:
+            return False
+        i = bisect_right(firsts, header.base_offset) - 1
+        return i >= 0 and header.base_offset <= self._lasts[header.producer_id][i]
+
+
+def _untouched(header: BatchHeader) -> bool:
+    """Markers (control batches) and batches without records are kept as they are."""
+    return bool(header.attributes & CONTROL_FLAG) or header.records_count <= 0
 
 
 def _raw_records(batch: memoryview, header: BatchHeader) -> bytes:
@@ -271,6 +293,7 @@ class Plan:
     sizes: list[int]
     newest: list[int]  # each segment's largest timestamp (the worker never touches live descriptors)
     aborted: list[list[AbortedTxn]]  # each segment's aborted-transaction index entries
+    aborted_ranges: AbortedRanges  # the aborted transactions of the whole log
     first_dirty: int
     end: int  # first uncleanable offset
     now_ms: int
@@ -315,8 +338,8 @@ def build_offset_map(plan: Plan, throttler: Throttler, cancelled: threading.Even
         for header, batch in _iter_batches(seg.log_path, size, throttler):
             if cancelled.is_set():
                 raise Cancelled
-            if _skipped(header) or header.records_count <= 0:
-                continue
+            if _untouched(header) or plan.aborted_ranges.contains(header):
+                continue  # aborted records shadow nothing
             for r in _records(_raw_records(batch, header), header):
                 if r.key is not None and r.offset >= plan.first_dirty:
                     latest[r.key] = r.offset
@@ -401,20 +424,27 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
                     if cancelled.is_set():
                         raise Cancelled
                     last_of_group = k == len(olds) - 1 and n == len(batches) - 1
-                    if _skipped(header) or header.records_count <= 0:
-                        out.append(bytes(batch), header)
+                    keep_empty = last_of_group or (header.producer_id, header.last_offset) in last_of_producer
+                    if _untouched(header):
+                        if header.is_control or keep_empty:
+                            out.append(bytes(batch), header)
+                        else:
+                            changed = True  # an empty batch no longer needed by its producer
                         continue
-                    raw = _raw_records(batch, header)
-                    records = _records(raw, header)
-                    kept = [r for r in records
-                            if r.key is not None and latest.get(r.key, r.offset) <= r.offset
-                            and not (r.tombstone and drop_tombstones)]
-                    if len(kept) == len(records):
+                    if plan.aborted_ranges.contains(header):  # an aborted transaction's records all go
+                        raw, removed, kept = b"", header.records_count, []
+                    else:
+                        raw = _raw_records(batch, header)
+                        records = _records(raw, header)
+                        kept = [r for r in records
+                                if r.key is not None and latest.get(r.key, r.offset) <= r.offset
+                                and not (r.tombstone and drop_tombstones)]
+                        removed = len(records) - len(kept)
+                    if not removed:
                         out.append(bytes(batch), header)
                         continue
                     changed = True
-                    result.records_removed += len(records) - len(kept)
-                    keep_empty = last_of_group or (header.producer_id, header.last_offset) in last_of_producer
+                    result.records_removed += removed
                     if not kept and not keep_empty:
                         continue
                     new = _retained_batch(batch, header, raw, kept)
@@ -545,7 +575,9 @@ class LogCleaner:
         segments = [s for s in plog.segments[:-1] if s.base_offset < c.first_uncleanable]
         last = {pid: e.last_offset for pid, e in plog.producer_state.producers().items() if e.batches}
         return Plan(plog.dir, plog.name, segments, [s.size for s in segments], [s.largest_timestamp for s in segments],
-                    [list(s.txn_index.entries) for s in segments], c.first_dirty, c.first_uncleanable,
+                    [list(s.txn_index.entries) for s in segments],
+                    AbortedRanges([t for s in plog.segments for t in s.txn_index.entries]),
+                    c.first_dirty, c.first_uncleanable,
                     self.now_ms(), CleanerConfig.from_config(plog.config), last, self.max_map_keys)
 
     def finish(self, plog: PartitionLog, result: CleanResult, started: float) -> None:
