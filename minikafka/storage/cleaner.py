@@ -148,14 +148,11 @@ def cleanable(plog: PartitionLog, checkpoint: int | None, now_ms: int) -> Cleana
 # ---------------------------------------------------------------------- reading
 
 
-@dataclass(slots=True)
-class _Record:
-    start: int  # span in the uncompressed records section
-    end: int
-    offset: int
-    timestamp_delta: int
-    key: bytes | None
-    tombstone: bool
+#: One record as the cleaner sees it: ``(start, end, offset, timestamp delta, key, tombstone)``, its
+#: span in the uncompressed records section first. A plain tuple: the cleaner makes one per record
+#: twice per cleaning, and a class's ``__init__`` cost a third of its time.
+_Record = tuple[int, int, int, int, bytes | None, bool]
+START, END, OFFSET, TS_DELTA, KEY, TOMBSTONE = range(6)
 
 
 def _varint(raw: bytes, p: int) -> tuple[int, int]:
@@ -193,7 +190,7 @@ def _records(raw: bytes, header: BatchHeader) -> list[_Record]:
         key_len, p = _varint(raw, p)
         key = raw[p : p + key_len] if key_len >= 0 else None
         p += max(key_len, 0)
-        out.append(_Record(pos, end, base + offset_delta, ts_delta, key, raw[p] == 1))  # value length -1
+        out.append((pos, end, base + offset_delta, ts_delta, key, raw[p] == 1))  # value length -1 is 0x01
         pos = end
     return out
 
@@ -340,9 +337,10 @@ def build_offset_map(plan: Plan, throttler: Throttler, cancelled: threading.Even
                 raise Cancelled
             if _untouched(header) or plan.aborted_ranges.contains(header):
                 continue  # aborted records shadow nothing
-            for r in _records(_raw_records(batch, header), header):
-                if r.key is not None and r.offset >= plan.first_dirty:
-                    latest[r.key] = r.offset
+            first_dirty = plan.first_dirty
+            for _start, _end, offset, _ts, key, _tomb in _records(_raw_records(batch, header), header):
+                if key is not None and offset >= first_dirty:
+                    latest[key] = offset
         end = seg.next_offset
     return latest, end
 
@@ -381,10 +379,10 @@ def _retained_batch(batch: memoryview, header: BatchHeader, raw: bytes, kept: li
     rebuilt.records_count = len(kept)
     if not kept:  # an empty batch: the header alone, uncompressed
         return with_body(rebuilt, attributes & ~COMPRESSION_MASK, b"")
-    body = b"".join(raw[r.start : r.end] for r in kept)
+    body = b"".join(raw[r[START] : r[END]] for r in kept)
     packed = compress(header.compression, body) if header.compression else body
     if not header.is_log_append_time:
-        rebuilt.max_timestamp = max(header.base_timestamp + r.timestamp_delta for r in kept)
+        rebuilt.max_timestamp = max(header.base_timestamp + r[TS_DELTA] for r in kept)
     return with_body(rebuilt, attributes, packed)
 
 
@@ -437,8 +435,8 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
                         raw = _raw_records(batch, header)
                         records = _records(raw, header)
                         kept = [r for r in records
-                                if r.key is not None and latest.get(r.key, r.offset) <= r.offset
-                                and not (r.tombstone and drop_tombstones)]
+                                if r[KEY] is not None and latest.get(r[KEY], r[OFFSET]) <= r[OFFSET]
+                                and not (r[TOMBSTONE] and drop_tombstones)]
                         removed = len(records) - len(kept)
                     if not removed:
                         out.append(bytes(batch), header)
