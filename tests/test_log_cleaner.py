@@ -352,3 +352,25 @@ def test_the_spark_exporter_reads_a_cleaned_log_as_a_consumer_does(tmp_path: Pat
     manager.shutdown()
     rows = read_all(str(data), subscribe="c", startingOffsets="earliest")
     assert [(r["offset"], r["key"], r["value"]) for r in rows] == expected
+
+
+def test_a_cleaning_is_dropped_when_the_log_changed_under_it(tmp_path: Path) -> None:
+    """Segments deleted (DeleteRecords, retention) while the worker wrote: the swap does not happen,
+    the .cleaned files go and the log reads as the deletion left it."""
+    import threading
+
+    from minikafka.storage.cleaner import Throttler, install, write_cleaned
+
+    plog = open_log(tmp_path / "t-0", compact_config(segment_bytes=600))
+    fill(plog, keys=4, rounds=6)
+    cleaner = LogCleaner(tmp_path, lambda: [plog], lambda: TS)
+    found = cleaner.dirtiest()
+    assert found is not None
+    plan = cleaner.plan(*found)
+    result = write_cleaned(plan, Throttler(float("inf")), threading.Event())
+    assert any(p.name.endswith(".cleaned") for p in plog.dir.iterdir())
+    plog.delete_records(plog.segments[2].base_offset)  # the first two segments go
+    expected = records(plog)
+    assert not install(plog, result, TS)
+    assert not any(p.name.endswith((".cleaned", ".swap")) for p in plog.dir.iterdir())
+    assert records(plog) == expected

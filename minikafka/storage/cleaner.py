@@ -578,9 +578,11 @@ class LogCleaner:
                     c.first_dirty, c.first_uncleanable,
                     self.now_ms(), CleanerConfig.from_config(plog.config), last, self.max_map_keys)
 
-    def finish(self, plog: PartitionLog, result: CleanResult, started: float) -> None:
-        """Install a written cleaning and account for it (event loop)."""
-        if install(plog, result, self.now_ms(), self.hook):
+    def finish(self, plog: PartitionLog, result: CleanResult, started: float) -> CleanResult | None:
+        """Install a written cleaning and account for it (event loop); None if the log changed
+        under it and it was dropped."""
+        installed = install(plog, result, self.now_ms(), self.hook)
+        if installed:
             self.checkpoints[self._key(plog)] = result.map_end
             self.write_checkpoint()
             self.stats.bytes_read += result.bytes_read
@@ -592,6 +594,7 @@ class LogCleaner:
         self.stats.runs += 1
         self.stats.last_run_ms = self.now_ms()
         self.stats.last_run_seconds = time.monotonic() - started
+        return result if installed else None
 
     def failed(self, plog: PartitionLog, exc: BaseException) -> None:
         if plog.closed or isinstance(exc, Cancelled):  # stopping, or the topic was deleted meanwhile
@@ -609,8 +612,7 @@ class LogCleaner:
         except (Cancelled, OSError, KafkaError, ValueError, IndexError) as exc:
             self.failed(plog, exc)
             return None
-        self.finish(plog, result, started)
-        return result
+        return self.finish(plog, result, started)
 
     def clean_once(self) -> CleanResult | None:
         found = self.dirtiest()
@@ -632,8 +634,7 @@ class LogCleaner:
         except (Cancelled, OSError, KafkaError, ValueError, IndexError) as exc:
             self.failed(plog, exc)
             return None
-        self.finish(plog, result, started)
-        return result
+        return self.finish(plog, result, started)
 
     def write_checkpoint(self) -> None:
         live = {self._key(p) for p in self._logs()}
