@@ -299,3 +299,24 @@ def test_fetch_v2_limits_are_hard_and_v3_sends_at_least_one_message(broker: Brok
     assert len(cut.records) == 100 and legacy_records(cut.records, 1) == []  # a partial message
     assert [m.value for m in legacy_records(whole.records, 1)] == [b"x" * 300]
     assert [m.value for m in legacy_records(roomy.records, 1)] == [b"x" * 300]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_old_offset_commit_and_fetch_versions_round_trip(broker: BrokerThread, version: int) -> None:
+    from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
+
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, f"oc{version}")
+        R = OffsetCommitRequest[version]
+        T = R.OffsetCommitRequestTopic
+        commit = R(group_id=f"g{version}", generation_id_or_member_epoch=-1, member_id="", retention_time_ms=-1,
+                   topics=[T(name=f"oc{version}", partitions=[T.OffsetCommitRequestPartition(
+                       partition_index=0, committed_offset=40 + version, commit_timestamp=-1,
+                       committed_metadata="meta")])])
+        answer = c.request(commit)
+        assert answer.topics[0].partitions[0].error_code == 0
+        F = OffsetFetchRequest[version]
+        fetched = c.request(F(group_id=f"g{version}", topics=[F.OffsetFetchRequestTopic(
+            name=f"oc{version}", partition_indexes=[0])]))
+        part = fetched.topics[0].partitions[0]
+        assert (part.error_code, part.committed_offset, part.metadata) == (0, 40 + version, "meta")
