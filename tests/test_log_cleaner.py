@@ -374,3 +374,22 @@ def test_a_cleaning_is_dropped_when_the_log_changed_under_it(tmp_path: Path) -> 
     assert not install(plog, result, TS)
     assert not any(p.name.endswith((".cleaned", ".swap")) for p in plog.dir.iterdir())
     assert records(plog) == expected
+
+
+def test_an_open_transaction_bounds_the_cleanable_range(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", compact_config(segment_bytes=400))
+    fill(plog, keys=3, rounds=3)
+    open_txn = batch_of_records([(b"k0", b"in-flight", TS, [])], producer_id=4, epoch=0, base_sequence=0,
+                                transactional=True)
+    txn_offset = plog.append_from_client(open_txn).base_offset
+    fill(plog, keys=3, rounds=3)  # shadows everything, but after the open transaction
+    assert plog.last_stable_offset == txn_offset
+    c = cleanable(plog, None, TS)
+    assert c.first_uncleanable <= txn_offset
+    assert all(s.next_offset <= txn_offset for s in plog.segments if s.base_offset < c.first_uncleanable)
+    before_txn = [r for r in records(plog) if r[0] >= c.first_uncleanable]
+    LogCleaner(tmp_path, lambda: [plog], lambda: TS).clean_once()
+    assert [r for r in records(plog) if r[0] >= c.first_uncleanable] == before_txn  # untouched
+    plog.append_marker(4, 0, commit=True, coordinator_epoch=0)
+    plog.roll()
+    assert cleanable(plog, None, TS).first_uncleanable == plog.segments[-1].base_offset

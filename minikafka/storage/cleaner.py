@@ -134,7 +134,6 @@ def cleanable(plog: PartitionLog, checkpoint: int | None, now_ms: int) -> Cleana
     lso = plog.last_stable_offset  # an open transaction's records stay dirty until it ends
     if lso < uncleanable:
         uncleanable = next(s.base_offset for s in reversed(segments) if s.base_offset <= lso)
-    uncleanable = max(uncleanable, first_dirty)
     clean = sum(s.size for s in segments if s.next_offset <= first_dirty)
     dirty = sum(s.size for s in segments if s.next_offset > first_dirty and s.base_offset < uncleanable)
     must = False
