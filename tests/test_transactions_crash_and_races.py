@@ -1,0 +1,125 @@
+"""Transactions under crashes between the coordinator's writes, and under racing connections.
+
+The write order (the coordinator's Prepare* record, then every marker, then Complete*) must leave
+every partition's transaction decided after a crash at any point, and a committed transaction
+never half-visible to read_committed readers once the broker is back. Requests that race a
+Prepare* write waiting for its fsync are answered CONCURRENT_TRANSACTIONS and write nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from minikafka.broker.embedded import BrokerThread
+from minikafka.broker.transactions.metadata import TxnState
+from tests.kafka_wire import RawClient
+from tests.scenario_helpers import create_topic, produce
+from tests.test_transactions_restarts import open_transactions
+from tests.test_txn_read import READ_COMMITTED, batches, fetch
+from tests.txn_helpers import (
+    COMMIT,
+    OFFSETS,
+    add_offsets,
+    add_partitions,
+    end_txn,
+    init_pid,
+    markers,
+    offset_fetch,
+    transactional_batch,
+    txn_offset_commit,
+    txn_records,
+    wait_for,
+    wait_state,
+)
+
+S = TxnState
+T = "t"
+
+
+def committed_values(client: RawClient, partition: int) -> list[bytes]:
+    """Every non-control record value a read_committed fetch from 0 returns (no aborts here)."""
+    part = fetch(client, 0, READ_COMMITTED, topic=T, partition=partition)
+    assert part.error_code == 0 and part.aborted_transactions == []
+    return [bytes(r.value) for b in batches(part) if not b.is_control_batch for r in b]
+
+
+def test_crash_after_some_markers_of_a_commit_completes_every_partition_and_the_offsets(
+        start_broker: Callable[..., BrokerThread]) -> None:
+    broker = start_broker(fsync=True)
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=3)
+        init = init_pid(client, "half")
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert add_partitions(client, "half", pid, epoch, {T: [0, 1, 2]}) == {(T, p): 0 for p in range(3)}
+        for p in range(3):
+            batch = transactional_batch(pid, epoch, 0, 2, value=b"v%d" % p)
+            assert produce(client, T, batch, partition=p, transactional_id="half").error_code == 0
+        assert add_offsets(client, "half", pid, epoch, "g") == 0
+        assert txn_offset_commit(client, "half", "g", pid, epoch, {(T, 0): 2}) == {(T, 0): 0}
+        # t-2 refuses appends (a retriable marker error): the coordinator writes the other
+        # markers and waits to try t-2 again; the broker crashes in that wait.
+        logs = broker.broker.logs
+        broker.call(lambda: logs.get_log(T, 2).close())
+        assert end_txn(client, "half", pid, epoch, commit=True) == 0
+        wait_for(broker, lambda: logs.get_log(T, 1).first_unstable_offset is None, "the marker on t-1")
+        assert broker.call(lambda: broker.broker.transactions.txns["half"].state) is S.PREPARE_COMMIT
+        assert markers(client, T, 0) == [(2, pid, epoch, COMMIT)]
+        assert markers(client, OFFSETS)[-1][1:] == (pid, epoch, COMMIT)
+    broker.restart(clean=False)
+    wait_state(broker, "half", S.COMPLETE_COMMIT)
+    with RawClient(broker.bootstrap) as client:
+        # the markers written before the crash are written again (they complete nothing)
+        assert markers(client, T, 0) == [(2, pid, epoch, COMMIT), (3, pid, epoch, COMMIT)]
+        assert markers(client, T, 1) == [(2, pid, epoch, COMMIT), (3, pid, epoch, COMMIT)]
+        assert markers(client, T, 2) == [(2, pid, epoch, COMMIT)]
+        assert [m[1:] for m in markers(client, OFFSETS)] == [(pid, epoch, COMMIT)] * 2
+        for p in range(3):
+            assert committed_values(client, p) == [b"v%d" % p] * 2
+        assert offset_fetch(client, "g", (T, 0), require_stable=True) == (2, 0)
+        assert open_transactions(client, T, 3) == []
+        assert [r.state for r in txn_records(client, "half")][-2:] == [S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
+        assert end_txn(client, "half", pid, epoch, commit=True) == 0  # the client's retry
+
+
+# ---------------------------------------------------------------- races on the event loop
+
+
+async def _race(coordinator: Any, first: Any, *others: Any) -> tuple[Any, list[Any]]:
+    """Start ``first`` (a coroutine that writes a record and waits for its fsync), then run
+    ``others`` one after the other while that write is still pending; their answers, then
+    ``first``'s."""
+    task = asyncio.ensure_future(first)
+    for _ in range(100):  # until the write is pending (the fsync runs in a worker thread)
+        await asyncio.sleep(0)
+        if any(m.pending is not None for m in coordinator.txns.values()):
+            break
+    answers = [await other for other in others]
+    return await task, answers
+
+
+def test_requests_racing_a_prepare_commit_fsync_are_concurrent_and_markers_are_written_once(
+        start_broker: Callable[..., BrokerThread]) -> None:
+    broker = start_broker(fsync=True)
+    tc = broker.broker.transactions
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=2)
+        init = init_pid(client, "race")
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert add_partitions(client, "race", pid, epoch, {T: [0, 1]}) == {(T, 0): 0, (T, 1): 0}
+        assert produce(client, T, transactional_batch(pid, epoch, 0, 2), transactional_id="race").error_code == 0
+        before = len(txn_records(client, "race"))
+        ended, answers = broker.call(_race, tc, tc.end_transaction("race", pid, epoch, True),
+                                     tc.init_producer_id("race", 60000),
+                                     tc.end_transaction("race", pid, epoch, True),
+                                     tc.end_transaction("race", pid, epoch, False),
+                                     tc.add_partitions("race", pid, epoch, [(T, 0)]))
+        assert ended == 0
+        assert answers == [(51, -1, -1), 51, 51, 51]
+        wait_state(broker, "race", S.COMPLETE_COMMIT)
+        assert markers(client, T, 0) == [(2, pid, epoch, COMMIT)]
+        assert markers(client, T, 1) == [(0, pid, epoch, COMMIT)]
+        states = [r.state for r in txn_records(client, "race")][before:]
+        assert states == [S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
+
