@@ -123,3 +123,55 @@ def test_requests_racing_a_prepare_commit_fsync_are_concurrent_and_markers_are_w
         states = [r.state for r in txn_records(client, "race")][before:]
         assert states == [S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
 
+
+def begin_with_data(client: RawClient, txn_id: str) -> tuple[int, int]:
+    init = init_pid(client, txn_id)
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert add_partitions(client, txn_id, pid, epoch, {T: [0]}) == {(T, 0): 0}
+    assert produce(client, T, transactional_batch(pid, epoch, 0, 2), transactional_id=txn_id).error_code == 0
+    return pid, epoch
+
+
+def test_the_old_producer_is_fenced_while_the_fencing_abort_is_written(
+        start_broker: Callable[..., BrokerThread]) -> None:
+    """A new instance's InitProducerId raises the epoch before its PrepareAbort is on disk: the old
+    instance's EndTxn and AddPartitionsToTxn in that window are PRODUCER_FENCED, not retried."""
+    broker = start_broker(fsync=True)
+    tc = broker.broker.transactions
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=2)
+        pid, epoch = begin_with_data(client, "zombie")
+        fenced, answers = broker.call(_race, tc, tc.init_producer_id("zombie", 60000),
+                                      tc.end_transaction("zombie", pid, epoch, True),
+                                      tc.add_partitions("zombie", pid, epoch, [(T, 1)]),
+                                      tc.init_producer_id("zombie", 60000))
+        assert fenced == (51, -1, -1)
+        assert answers == [90, 90, (51, -1, -1)]
+        wait_state(broker, "zombie", S.COMPLETE_ABORT)
+        assert markers(client, T, 0) == [(2, pid, epoch + 1, 0)]
+        assert markers(client, T, 1) == []
+        again = init_pid(client, "zombie")
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (0, pid, epoch + 2)
+
+
+def test_end_txn_of_a_transaction_the_timeout_task_is_fencing_is_producer_fenced(
+        start_broker: Callable[..., BrokerThread]) -> None:
+    broker = start_broker(fsync=True)
+    tc = broker.broker.transactions
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=1)
+        pid, epoch = begin_with_data(client, "late")
+        real_clock = broker.broker.clock
+
+        async def time_out_then_commit() -> tuple[int, int]:
+            broker.broker.clock = lambda: real_clock() + 61_000
+            try:
+                started = tc.abort_timed_out()
+            finally:
+                broker.broker.clock = real_clock
+            return started, await tc.end_transaction("late", pid, epoch, True)
+
+        assert broker.call(time_out_then_commit) == (1, 90)
+        wait_state(broker, "late", S.COMPLETE_ABORT)
+        assert markers(client, T, 0) == [(2, pid, epoch + 1, 0)]
+        assert end_txn(client, "late", pid, epoch, commit=True, version=1) == 47

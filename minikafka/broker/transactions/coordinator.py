@@ -230,13 +230,25 @@ class TransactionCoordinator:
     async def _fence_and_abort(self, meta: TxnMetadata) -> int:
         """Abort an Ongoing transaction with epoch + 1, fencing its producer (InitProducerId on
         an open transaction, or a timeout); the markers follow after PrepareAbort is written."""
-        fenced = meta.producer_epoch + 1
-        log.info("transactional id %r: aborting its open transaction with epoch %d (fencing epoch %d)",
-                 meta.transactional_id, fenced, meta.producer_epoch)
-        error = await self._persist(meta, S.PREPARE_ABORT, epoch=fenced)
+        self._fence(meta)
+        return await self._abort_fenced(meta)
+
+    @staticmethod
+    def _fence(meta: TxnMetadata) -> None:
+        """Raise the epoch in memory at once, before PrepareAbort is written, as Kafka does: the
+        old producer's requests are PRODUCER_FENCED while that write waits for its fsync. After
+        a fence whose write failed the epoch is already raised and is not raised again."""
+        if not meta.fence_failed:
+            log.info("transactional id %r: aborting its open transaction with epoch %d (fencing epoch %d)",
+                     meta.transactional_id, meta.producer_epoch + 1, meta.producer_epoch)
+            meta.producer_epoch += 1
+        meta.last_producer_epoch = -1
+
+    async def _abort_fenced(self, meta: TxnMetadata) -> int:
+        error = await self._persist(meta, S.PREPARE_ABORT)
+        meta.fence_failed = bool(error)
         if error:
             return error
-        meta.last_producer_epoch = -1
         self._start_markers(meta)
         return ErrorCode.NONE
 
@@ -410,6 +422,7 @@ class TransactionCoordinator:
         for meta in doomed:
             log.info("transactional id %r: transaction open since %d timed out (%d ms)", meta.transactional_id,
                      meta.start_ms, meta.timeout_ms)
+            self._fence(meta)
             meta.pending = S.PREPARE_EPOCH_FENCE  # until the task below writes PrepareAbort
             self._spawn(self._fence_after_timeout(meta))
         return len(doomed)
@@ -417,7 +430,7 @@ class TransactionCoordinator:
     async def _fence_after_timeout(self, meta: TxnMetadata) -> None:
         meta.pending = None
         if meta.state is S.ONGOING and self.txns.get(meta.transactional_id) is meta:
-            await self._fence_and_abort(meta)
+            await self._abort_fenced(meta)
 
     def _expire_task(self) -> None:
         self.expire_transactional_ids()

@@ -63,6 +63,7 @@ class TxnMetadata:
     previous_producer_id: int = -1  # not persisted in value version 0
     pending: TxnState | None = None
     markers_in_flight: bool = False
+    fence_failed: bool = False  # the epoch was raised to fence but PrepareAbort was not written
 
     def record(self, state: TxnState, *, producer_id: int | None = None, epoch: int | None = None,
                timeout_ms: int | None = None, partitions: set[TopicPartition] | None = None,
