@@ -25,7 +25,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from minikafka.broker.groups.records import OFFSETS_TOPIC
+from minikafka.broker.groups.records import OFFSETS_TOPIC, RecordFormatError
 from minikafka.broker.transactions.metadata import EXHAUSTED_EPOCH, STATES_BY_NAME, TxnMetadata, TxnState
 from minikafka.broker.transactions.records import partition_for
 from minikafka.broker.transactions.state_log import TxnStateLog
@@ -51,7 +51,7 @@ def _append_error(exc: Exception) -> int:
     """What a failed write to the transaction log becomes in an answer (Kafka's mapping)."""
     code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
     if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT,
+                ErrorCode.REQUEST_TIMED_OUT,
                 ErrorCode.COORDINATOR_NOT_AVAILABLE):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
@@ -147,7 +147,7 @@ class TransactionCoordinator:
         try:
             self.store.append(meta.transactional_id, record)
             await self.store.sync()
-        except (KafkaError, OSError) as exc:
+        except (KafkaError, OSError, RecordFormatError) as exc:  # the last: an id too long for the key
             log.warning("transaction %r: writing %s failed: %s", meta.transactional_id, state.display, exc)
             return _append_error(exc)
         finally:

@@ -1,0 +1,53 @@
+"""Bad input on the transaction APIs with a known transactional id, and failed writes of the
+transaction log: each gets the code Kafka sends, the connection keeps serving and the
+coordinator's state is unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from minikafka.broker.embedded import BrokerThread
+from minikafka.broker.transactions.metadata import TxnState
+from tests.kafka_wire import RawClient
+from tests.scenario_helpers import create_topic
+from tests.txn_helpers import TXN_LOG, add_offsets, add_partitions, describe, end_txn, init_pid, txn_records
+
+S = TxnState
+T = "t"
+
+
+def test_an_id_too_long_for_the_transaction_log_key_is_an_unknown_server_error(
+        start_broker: Callable[..., BrokerThread]) -> None:
+    """The key's string has an int16 length: Kafka fails to serialise a longer id (a server error
+    answered UNKNOWN_SERVER_ERROR); nothing is kept for it."""
+    broker = start_broker()
+    long_id = "x" * 40_000
+    with RawClient(broker.bootstrap) as client:
+        init = init_pid(client, long_id)  # v4 is flexible: the request itself can carry it
+        assert (init.error_code, init.producer_id, init.producer_epoch) == (-1, -1, -1)
+        assert describe(client, long_id)[0].error_code == 105
+        assert init_pid(client, "short").error_code == 0  # the connection keeps serving
+
+
+def test_a_failed_write_of_the_transaction_log_answers_kafkas_code_and_changes_nothing(
+        start_broker: Callable[..., BrokerThread]) -> None:
+    """A write the transaction log refuses (here: its partition is closed, Kafka's "not leader")
+    is NOT_COORDINATOR, which clients retry after finding the coordinator again."""
+    broker = start_broker()
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=1)
+        init = init_pid(client, "refused")
+        pid, epoch = init.producer_id, init.producer_epoch
+        broker.call(lambda: broker.broker.logs.get_log(TXN_LOG, 0).close())
+        assert add_partitions(client, "refused", pid, epoch, {T: [0]}) == {(T, 0): 16}
+        assert add_offsets(client, "refused", pid, epoch, "g") == 16
+        assert init_pid(client, "refused").error_code == 16
+        assert init_pid(client, "brand-new").error_code == 16
+        (state,) = describe(client, "refused")
+        assert (state.transaction_state, state.producer_epoch, state.topics) == ("Empty", epoch, [])
+        assert describe(client, "brand-new")[0].error_code == 105
+    broker.restart(clean=False)
+    with RawClient(broker.bootstrap) as client:
+        assert [r.state for r in txn_records(client, "refused")] == [S.EMPTY]
+        assert add_partitions(client, "refused", pid, epoch, {T: [0]}) == {(T, 0): 0}
+        assert end_txn(client, "refused", pid, epoch, commit=False) == 0
