@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kafka.protocol.producer import AddPartitionsToTxnRequest
+
 from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient
@@ -27,6 +29,21 @@ def test_an_id_too_long_for_the_transaction_log_key_is_an_unknown_server_error(
         assert (init.error_code, init.producer_id, init.producer_epoch) == (-1, -1, -1)
         assert describe(client, long_id)[0].error_code == 105
         assert init_pid(client, "short").error_code == 0  # the connection keeps serving
+
+
+def test_a_partition_named_twice_is_answered_once(start_broker: Callable[..., BrokerThread]) -> None:
+    broker = start_broker()
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=2)
+        pid = init_pid(client, "twice").producer_id
+        Request = AddPartitionsToTxnRequest[3]
+        Topic = Request.AddPartitionsToTxnTopic
+        for partitions, expected in (([0, 0, 1], [(0, 0), (1, 0)]), ([0, 7, 7, -1], [(0, 55), (7, 3), (-1, 3)])):
+            response = client.request(Request(
+                v3_and_below_transactional_id="twice", v3_and_below_producer_id=pid, v3_and_below_producer_epoch=0,
+                v3_and_below_topics=[Topic(name=T, partitions=partitions), Topic(name=T, partitions=partitions)]))
+            assert [(p.partition_index, p.partition_error_code)
+                    for t in response.results_by_topic_v3_and_below for p in t.results_by_partition] == expected
 
 
 def test_a_failed_write_of_the_transaction_log_answers_kafkas_code_and_changes_nothing(

@@ -49,7 +49,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if version >= 4:
         return Response(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                         results_by_transaction=[])
-    wanted = [(t.name, p) for t in request.v3_and_below_topics for p in t.partitions]
+    # a partition named twice is answered once, as Kafka's map of results does
+    wanted = list(dict.fromkeys((t.name, p) for t in request.v3_and_below_topics for p in t.partitions))
     errors = partition_errors(ctx, wanted)
     if not errors:
         coordinator = ctx.broker.transactions
