@@ -6,13 +6,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kafka.protocol.producer import AddPartitionsToTxnRequest
+from kafka.protocol.producer import AddPartitionsToTxnRequest, ProduceRequest
 
 from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import create_topic
-from tests.txn_helpers import TXN_LOG, add_offsets, add_partitions, describe, end_txn, init_pid, txn_records
+from tests.txn_helpers import (
+    TXN_LOG,
+    add_offsets,
+    add_partitions,
+    describe,
+    end_txn,
+    init_pid,
+    stored_batches,
+    transactional_batch,
+    txn_records,
+)
 
 S = TxnState
 T = "t"
@@ -68,3 +78,28 @@ def test_a_failed_write_of_the_transaction_log_answers_kafkas_code_and_changes_n
         assert [r.state for r in txn_records(client, "refused")] == [S.EMPTY]
         assert add_partitions(client, "refused", pid, epoch, {T: [0]}) == {(T, 0): 0}
         assert end_txn(client, "refused", pid, epoch, commit=False) == 0
+
+
+def test_transactional_batches_of_two_producers_in_one_produce_refuse_the_whole_request(
+        start_broker: Callable[..., BrokerThread]) -> None:
+    broker = start_broker()
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=2)
+        init = init_pid(client, "mixed")
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert add_partitions(client, "mixed", pid, epoch, {T: [0, 1]}) == {(T, 0): 0, (T, 1): 0}
+        Request = ProduceRequest[9]
+        Topic = Request.TopicProduceData
+        Part = Topic.PartitionProduceData
+
+        def produce_both(second: bytes) -> list[int]:
+            response = client.request(Request(transactional_id="mixed", acks=-1, timeout_ms=5000, topic_data=[
+                Topic(name=T, partition_data=[Part(index=0, records=bytes(transactional_batch(pid, epoch, 0))),
+                                              Part(index=1, records=second)])]))
+            return [p.error_code for t in response.responses for p in t.partition_responses]
+
+        assert produce_both(bytes(transactional_batch(pid + 1, epoch, 0))) == [49, 49]  # another producer id
+        assert produce_both(bytes(transactional_batch(pid, epoch + 1, 0))) == [49, 49]  # another epoch
+        assert [stored_batches(client, T, p) for p in range(2)] == [[], []]  # nothing was appended
+        assert produce_both(bytes(transactional_batch(pid, epoch, 0))) == [0, 0]
+

@@ -107,6 +107,14 @@ def _is_transactional(records: bytes | None) -> bool:
     return bool(attributes & TRANSACTIONAL_FLAG)
 
 
+def _transactional_producer(records: bytes | None) -> tuple[int, int] | None:
+    """(producer id, epoch) of a transactional batch, else None."""
+    if records is None or not _is_transactional(records) or len(records) < PRODUCER_ID_OFFSET + _PID_EPOCH.size:
+        return None
+    producer_id, epoch = _PID_EPOCH.unpack_from(records, PRODUCER_ID_OFFSET)
+    return producer_id, epoch
+
+
 def _verify_transactional(ctx: RequestContext, transactional_id: str | None, batch: bytearray,
                           tp: tuple[str, int], version: int) -> None:
     """A transactional batch is appended only while its producer's transaction is Ongoing at the
@@ -143,6 +151,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     txn_without_id = request.transactional_id is None and any(
         _is_transactional(p.records) for t in request.topic_data for p in t.partition_data
     )
+    # Kafka refuses the whole request when its transactional batches come from more than one
+    # producer id and epoch (ReplicaManager.handleProduceAppend)
+    txn_producers = {_transactional_producer(p.records) for t in request.topic_data for p in t.partition_data}
+    mixed_producers = len(txn_producers - {None}) > 1
     min_isr = broker.config.get("min.insync.replicas")
     max_producers = broker.config.get("minikafka.producer.state.max.entries")
     appended: list[Any] = []
@@ -162,6 +174,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if txn_without_id:
                     raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                      "transactional batches need a transactional id")
+                if mixed_producers:
+                    raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                                     "transactional batches of more than one producer in one request")
                 if partition_log is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 if version >= 3:
