@@ -9,6 +9,7 @@ Prepare* write waiting for its fsync are answered CONCURRENT_TRANSACTIONS and wr
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -150,6 +151,10 @@ def test_the_old_producer_is_fenced_while_the_fencing_abort_is_written(
         wait_state(broker, "zombie", S.COMPLETE_ABORT)
         assert markers(client, T, 0) == [(2, pid, epoch + 1, 0)]
         assert markers(client, T, 1) == []
+        index = [f.read_bytes() for f in broker.broker.logs.get_log(T, 0).dir.glob("*.txnindex")]
+        assert index == [struct.pack(">hqqqq", 0, pid, 0, 2, 3)]  # (pid, first offset, marker, LSO)
+        part = fetch(client, 0, READ_COMMITTED)
+        assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 0)]
         again = init_pid(client, "zombie")
         assert (again.error_code, again.producer_id, again.producer_epoch) == (0, pid, epoch + 2)
 
@@ -159,7 +164,7 @@ def test_end_txn_of_a_transaction_the_timeout_task_is_fencing_is_producer_fenced
     broker = start_broker(fsync=True)
     tc = broker.broker.transactions
     with RawClient(broker.bootstrap) as client:
-        create_topic(client, T, partitions=1)
+        create_topic(client, T, partitions=2)
         pid, epoch = begin_with_data(client, "late")
         real_clock = broker.broker.clock
 
@@ -175,3 +180,8 @@ def test_end_txn_of_a_transaction_the_timeout_task_is_fencing_is_producer_fenced
         wait_state(broker, "late", S.COMPLETE_ABORT)
         assert markers(client, T, 0) == [(2, pid, epoch + 1, 0)]
         assert end_txn(client, "late", pid, epoch, commit=True, version=1) == 47
+        # the old producer's data: refused by the partition's epoch where the marker landed, and
+        # by the coordinator's epoch where the transaction never went
+        for partition, seq in ((0, 2), (1, 0)):
+            batch = transactional_batch(pid, epoch, seq)
+            assert produce(client, T, batch, partition=partition, transactional_id="late").error_code == 47
