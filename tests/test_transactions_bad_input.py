@@ -12,6 +12,7 @@ from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import create_topic
+from tests.test_groups_protocol import join, sync
 from tests.txn_helpers import (
     TXN_LOG,
     add_offsets,
@@ -21,6 +22,7 @@ from tests.txn_helpers import (
     init_pid,
     stored_batches,
     transactional_batch,
+    txn_offset_commit,
     txn_records,
 )
 
@@ -103,3 +105,23 @@ def test_transactional_batches_of_two_producers_in_one_produce_refuse_the_whole_
         assert [stored_batches(client, T, p) for p in range(2)] == [[], []]  # nothing was appended
         assert produce_both(bytes(transactional_batch(pid, epoch, 0))) == [0, 0]
 
+
+
+def test_txn_offset_commit_of_a_member_with_a_stale_generation_is_illegal_generation(
+        start_broker: Callable[..., BrokerThread]) -> None:
+    broker = start_broker({"group.initial.rebalance.delay.ms": "0"})
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=1)
+        joined = client.request(join("gen"))
+        assert joined.error_code == 0
+        member, generation = joined.member_id, joined.generation_id
+        assert client.request(sync("gen", generation, member, {member: b""})).error_code == 0
+        init = init_pid(client, "stale")
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert add_offsets(client, "stale", pid, epoch, "gen") == 0
+        tp = (T, 0)
+        assert txn_offset_commit(client, "stale", "gen", pid, epoch, {tp: 1}, generation=generation - 1,
+                                 member=member) == {tp: 22}
+        assert txn_offset_commit(client, "stale", "gen", pid, epoch, {tp: 1}, generation=generation,
+                                 member=member) == {tp: 0}
+        assert txn_offset_commit(client, "stale", "gen", pid, epoch, {tp: 2}) == {tp: 0}  # no membership check
