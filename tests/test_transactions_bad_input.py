@@ -125,3 +125,22 @@ def test_txn_offset_commit_of_a_member_with_a_stale_generation_is_illegal_genera
         assert txn_offset_commit(client, "stale", "gen", pid, epoch, {tp: 1}, generation=generation,
                                  member=member) == {tp: 0}
         assert txn_offset_commit(client, "stale", "gen", pid, epoch, {tp: 2}) == {tp: 0}  # no membership check
+
+
+def test_huge_partition_lists_get_a_code_per_partition(start_broker: Callable[..., BrokerThread]) -> None:
+    broker = start_broker()
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=2)
+        init = init_pid(client, "huge")
+        pid, epoch = init.producer_id, init.producer_epoch
+        wanted = list(range(-5, 20_000))
+        errors = add_partitions(client, "huge", pid, epoch, {T: wanted, "no-such-topic": wanted})
+        assert len(errors) == 2 * len(wanted)
+        assert {tp for tp, code in errors.items() if code == 55} == {(T, 0), (T, 1)}
+        assert set(errors.values()) == {3, 55}
+        assert [r.state for r in txn_records(client, "huge")] == [S.EMPTY]
+        assert add_offsets(client, "huge", pid, epoch, "g") == 0
+        offsets = {("no-such-topic", p): 1 for p in range(20_000)} | {(T, p): 1 for p in range(2, 5_000)}
+        results = txn_offset_commit(client, "huge", "g", pid, epoch, offsets)
+        assert len(results) == len(offsets) and set(results.values()) == {3}
+        assert end_txn(client, "huge", pid, epoch, commit=True) == 0
