@@ -1,8 +1,8 @@
 """AddPartitionsToTxn (key 24): partitions join the producer's transaction before it writes there.
 
 Clients send v0-v3 (one transaction per request), which minikafka serves. v4+ is the batched
-broker-to-coordinator form and needs CLUSTER_ACTION, which no client holds: minikafka does not
-advertise it and answers a v4+ request CLUSTER_AUTHORIZATION_FAILED, as Kafka does for a client.
+broker-to-coordinator form and needs CLUSTER_ACTION, which no client holds: minikafka advertises
+it as Kafka does and answers a v4+ request CLUSTER_AUTHORIZATION_FAILED, as Kafka does for a client.
 
 Order of checks (Kafka's): per partition, internal topics are never authorized here
 (TOPIC_AUTHORIZATION_FAILED) and unknown partitions are UNKNOWN_TOPIC_OR_PARTITION; if any
