@@ -13,6 +13,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient
@@ -87,6 +89,16 @@ def test_crash_after_some_markers_of_a_commit_completes_every_partition_and_the_
 # ---------------------------------------------------------------- races on the event loop
 
 
+@pytest.fixture
+def fsync_broker(start_broker: Callable[..., BrokerThread]) -> BrokerThread:
+    """A broker with ``--fsync`` (each coordinator write waits for an fsync in a worker thread)
+    and topic ``t`` with two partitions."""
+    broker = start_broker(fsync=True)
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=2)
+    return broker
+
+
 async def _race(coordinator: Any, first: Any, *others: Any) -> tuple[Any, list[Any]]:
     """Start ``first`` (a coroutine that writes a record and waits for its fsync), then run
     ``others`` one after the other while that write is still pending; their answers, then
@@ -101,11 +113,10 @@ async def _race(coordinator: Any, first: Any, *others: Any) -> tuple[Any, list[A
 
 
 def test_requests_racing_a_prepare_commit_fsync_are_concurrent_and_markers_are_written_once(
-        start_broker: Callable[..., BrokerThread]) -> None:
-    broker = start_broker(fsync=True)
+        fsync_broker: BrokerThread) -> None:
+    broker = fsync_broker
     tc = broker.broker.transactions
     with RawClient(broker.bootstrap) as client:
-        create_topic(client, T, partitions=2)
         init = init_pid(client, "race")
         pid, epoch = init.producer_id, init.producer_epoch
         assert add_partitions(client, "race", pid, epoch, {T: [0, 1]}) == {(T, 0): 0, (T, 1): 0}
@@ -134,13 +145,12 @@ def begin_with_data(client: RawClient, txn_id: str) -> tuple[int, int]:
 
 
 def test_the_old_producer_is_fenced_while_the_fencing_abort_is_written(
-        start_broker: Callable[..., BrokerThread]) -> None:
+        fsync_broker: BrokerThread) -> None:
     """A new instance's InitProducerId raises the epoch before its PrepareAbort is on disk: the old
     instance's EndTxn and AddPartitionsToTxn in that window are PRODUCER_FENCED, not retried."""
-    broker = start_broker(fsync=True)
+    broker = fsync_broker
     tc = broker.broker.transactions
     with RawClient(broker.bootstrap) as client:
-        create_topic(client, T, partitions=2)
         pid, epoch = begin_with_data(client, "zombie")
         fenced, answers = broker.call(_race, tc, tc.init_producer_id("zombie", 60000),
                                       tc.end_transaction("zombie", pid, epoch, True),
@@ -160,11 +170,10 @@ def test_the_old_producer_is_fenced_while_the_fencing_abort_is_written(
 
 
 def test_end_txn_of_a_transaction_the_timeout_task_is_fencing_is_producer_fenced(
-        start_broker: Callable[..., BrokerThread]) -> None:
-    broker = start_broker(fsync=True)
+        fsync_broker: BrokerThread) -> None:
+    broker = fsync_broker
     tc = broker.broker.transactions
     with RawClient(broker.bootstrap) as client:
-        create_topic(client, T, partitions=2)
         pid, epoch = begin_with_data(client, "late")
         real_clock = broker.broker.clock
 
