@@ -194,3 +194,15 @@ def test_end_txn_of_a_transaction_the_timeout_task_is_fencing_is_producer_fenced
         for partition, seq in ((0, 2), (1, 0)):
             batch = transactional_batch(pid, epoch, seq)
             assert produce(client, T, batch, partition=partition, transactional_id="late").error_code == 47
+
+
+def test_two_first_inits_of_a_new_id_racing_one_fsync(fsync_broker: BrokerThread) -> None:
+    broker = fsync_broker
+    tc = broker.broker.transactions
+    first, answers = broker.call(_race, tc, tc.init_producer_id("fresh", 60000), tc.init_producer_id("fresh", 60000))
+    assert first[0] == 0 and first[2] == 0
+    assert answers == [(51, -1, -1)]
+    with RawClient(broker.bootstrap) as client:
+        assert [(r.producer_id, r.producer_epoch) for r in txn_records(client, "fresh")] == [first[1:]]
+        again = init_pid(client, "fresh")
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (0, first[1], 1)
