@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kafka.protocol.producer import AddPartitionsToTxnRequest, ProduceRequest
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, ProduceRequest
 
 from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
@@ -144,3 +145,20 @@ def test_huge_partition_lists_get_a_code_per_partition(start_broker: Callable[..
         results = txn_offset_commit(client, "huge", "g", pid, epoch, offsets)
         assert len(results) == len(offsets) and set(results.values()) == {3}
         assert end_txn(client, "huge", pid, epoch, commit=True) == 0
+
+
+def test_end_txn_v5_and_transaction_version_2_are_not_advertised(start_broker: Callable[..., BrokerThread]) -> None:
+    """EndTxn v5 would switch clients to KIP-890 part 2 (an epoch bump per transaction), which the
+    coordinator does not implement; so would a finalized ``transaction.version`` of 2 or more."""
+    broker = start_broker()
+    with RawClient(broker.bootstrap) as client:
+        response = client.request(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"))
+        versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        assert versions[26] == (0, 4)
+        features = [(f.name, f.max_version_level) for f in response.finalized_features or []]
+        assert not [f for f in features if f[0] == "transaction.version" and f[1] >= 2]
+        try:
+            client.request(EndTxnRequest[5](transactional_id="x", producer_id=0, producer_epoch=0, committed=True))
+            raise AssertionError("EndTxn v5 should close the connection")
+        except ConnectionError:
+            pass
