@@ -7,7 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kafka.protocol.metadata import ApiVersionsRequest
-from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, ProduceRequest
+from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    ProduceRequest,
+    TxnOffsetCommitRequest,
+)
 
 from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
@@ -21,10 +26,12 @@ from tests.txn_helpers import (
     describe,
     end_txn,
     init_pid,
+    offset_fetch,
     stored_batches,
     transactional_batch,
     txn_offset_commit,
     txn_records,
+    wait_state,
 )
 
 S = TxnState
@@ -162,3 +169,27 @@ def test_end_txn_v5_and_transaction_version_2_are_not_advertised(start_broker: C
             raise AssertionError("EndTxn v5 should close the connection")
         except ConnectionError:
             pass
+
+
+def test_txn_offset_commit_metadata_above_the_limit_is_offset_metadata_too_large(
+        start_broker: Callable[..., BrokerThread]) -> None:
+    broker = start_broker()
+    with RawClient(broker.bootstrap) as client:
+        create_topic(client, T, partitions=2)
+        init = init_pid(client, "meta")
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert add_offsets(client, "meta", pid, epoch, "gmeta") == 0
+        Request = TxnOffsetCommitRequest[3]
+        Topic = Request.TxnOffsetCommitRequestTopic
+        Part = Topic.TxnOffsetCommitRequestPartition
+        response = client.request(Request(
+            transactional_id="meta", group_id="gmeta", producer_id=pid, producer_epoch=epoch, generation_id=-1,
+            member_id="", group_instance_id=None, topics=[Topic(name=T, partitions=[
+                Part(partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata="m" * 4096),
+                Part(partition_index=1, committed_offset=6, committed_leader_epoch=-1, committed_metadata="m" * 4097),
+            ])]))
+        assert [(p.partition_index, p.error_code) for t in response.topics for p in t.partitions] == [(0, 0), (1, 12)]
+        assert end_txn(client, "meta", pid, epoch, commit=True) == 0
+        wait_state(broker, "meta", S.COMPLETE_COMMIT)
+        assert offset_fetch(client, "gmeta", (T, 0), require_stable=True) == (5, 0)
+        assert offset_fetch(client, "gmeta", (T, 1), require_stable=True) == (-1, 0)
