@@ -114,6 +114,10 @@ class LogDirWriter:
         self._parts: dict[tuple[str, int], list[_Segment]] = {}
         self._next: dict[tuple[str, int], int] = {}
         os.makedirs(self.root, exist_ok=True)
+        meta = os.path.join(self.root, "meta.properties")
+        if not os.path.exists(meta):  # every broker writes it into each log directory
+            with open(meta, "w") as f:
+                f.write("version=1\nbroker.id=0\ncluster.id=spark-tests\n")
 
     def _dir(self, topic: str, partition: int) -> str:
         path = os.path.join(self.root, f"{topic}-{partition}")

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from minikafka.broker.embedded import BrokerThread
+from minikafka.spark_export.files import LocalFiles
 from minikafka.spark_export.layout import list_partitions
 from minikafka.spark_export.offsets import offset_for_timestamp
 from tests.kafka_wire import RawClient
@@ -135,7 +136,7 @@ def test_spark_returns_what_the_consumer_reads_for_every_client_and_codec(spark,
     got = read(spark, data_dir, includeProducerFields="true")
     assert project(got, COLS) == project(consumed, COLS)
     # segments rolled, so reads span several files per partition
-    assert max(len(p.segments) for p in list_partitions(data_dir)) >= 2
+    assert max(len(p.segments) for p in list_partitions(LocalFiles(data_dir))) >= 2
     # idempotent producers: one producer id per topic, sequence = position in the partition
     for topic in {r["topic"] for r in got if r["topic"] != "appended"}:
         rows = [r for r in got if r["topic"] == topic]
@@ -159,11 +160,11 @@ def test_starting_timestamp_agrees_with_the_brokers_offsets_for_times(spark, pro
         answers = consumer.offsets_for_times({tp: target for tp in tps})
     finally:
         consumer.close()
-    pdirs = {(p.topic, p.partition): p for p in list_partitions(data_dir)}
+    pdirs = {(p.topic, p.partition): p for p in list_partitions(LocalFiles(data_dir))}
     for tp in tps:
         rows = [r for r in consumed if (r["topic"], r["partition"]) == (tp.topic, tp.partition)]
         want = next(r["offset"] for r in rows if r["timestamp_ms"] >= target)
-        assert offset_for_timestamp(pdirs[(tp.topic, tp.partition)], target, 0) == want
+        assert offset_for_timestamp(LocalFiles(data_dir), pdirs[(tp.topic, tp.partition)], target, 0) == want
         assert answers[tp].offset == want
     got = read(spark, data_dir, subscribe="cf-gzip,cf-zstd", startingTimestamp=str(target))
     want_rows = [r for r in consumed if r["topic"] in ("cf-gzip", "cf-zstd") and r["timestamp_ms"] >= target]
@@ -245,7 +246,7 @@ def test_after_shutdown_a_torn_tail_and_a_corrupt_batch_in_client_written_segmen
     assert project(read(spark, root, subscribe="kp-snappy,cf-snappy"), COLS) == project(kp, COLS)
 
     # torn tail: the last batch of kp-snappy-0 loses its last 10 bytes
-    pdir = next(p for p in list_partitions(root) if (p.topic, p.partition) == ("kp-snappy", 0))
+    pdir = next(p for p in list_partitions(LocalFiles(root)) if (p.topic, p.partition) == ("kp-snappy", 0))
     last_seg = pdir.segments[-1].log_path
     pos, size, base, last = batch_spans(last_seg)[-1]
     with open(last_seg, "r+b") as f:
@@ -255,7 +256,7 @@ def test_after_shutdown_a_torn_tail_and_a_corrupt_batch_in_client_written_segmen
     assert project(got, COLS) == project(want, COLS)
 
     # corrupt batch in the middle of cf-snappy-1's first segment
-    pdir = next(p for p in list_partitions(root) if (p.topic, p.partition) == ("cf-snappy", 1))
+    pdir = next(p for p in list_partitions(LocalFiles(root)) if (p.topic, p.partition) == ("cf-snappy", 1))
     seg = pdir.segments[0].log_path
     spans = batch_spans(seg)
     pos, size, base, last = spans[len(spans) // 2]

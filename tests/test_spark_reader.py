@@ -17,6 +17,7 @@ import pytest
 from minikafka.spark_export.arrow_build import arrow_schema
 from minikafka.spark_export.codecs import XERIAL_MAGIC, CodecError, decompress
 from minikafka.spark_export.errors import DataLossError, ExportOptionError
+from minikafka.spark_export.files import LocalFiles
 from minikafka.spark_export.indexes import OffsetIndex, TimeIndex
 from minikafka.spark_export.layout import list_partitions
 from minikafka.spark_export.offsets import log_end_offset, offset_for_timestamp
@@ -47,7 +48,7 @@ def read_all(root: str, **options: str) -> list[dict]:
     schema = arrow_schema(True, True)
     rows = []
     for sl in plan(opts):
-        for rb in SliceReader(sl, schema, opts.fail_on_data_loss):
+        for rb in SliceReader(sl, schema, opts.fail_on_data_loss, opts.storage.files()):
             assert rb.schema == schema
             for r in rb.to_pylist():
                 r["timestamp_ms"] = int(r.pop("timestamp").timestamp() * 1000)
@@ -213,14 +214,14 @@ def test_record_whose_fields_overrun_its_length_is_rejected():
 def test_preallocated_zero_index_entries_are_ignored(tmp_path):
     path = tmp_path / "00000000000000000100.index"
     path.write_bytes(struct.pack(">iiii", 5, 4100, 9, 8300) + bytes(8 * 100))
-    index = OffsetIndex.load(str(path), 100, 10_000)
+    index = OffsetIndex.load(LocalFiles(""), str(path), 100, 10_000)
     assert index.offsets == [105, 109] and index.positions == [4100, 8300]
     assert index.floor(104) is None and index.floor(107) == (105, 4100) and index.floor(500) == (109, 8300)
     # entries pointing past the end of the log are not trusted
-    assert OffsetIndex.load(str(path), 100, 8000).positions == [4100]
+    assert OffsetIndex.load(LocalFiles(""), str(path), 100, 8000).positions == [4100]
     tpath = tmp_path / "00000000000000000100.timeindex"
     tpath.write_bytes(struct.pack(">qiqi", T0, 5, T0 + 9, 9) + bytes(12 * 50))
-    tindex = TimeIndex.load(str(tpath), 100)
+    tindex = TimeIndex.load(LocalFiles(""), str(tpath), 100)
     assert tindex.timestamps == [T0, T0 + 9] and tindex.offsets == [105, 109]
     assert tindex.last_below(T0) is None and tindex.last_below(T0 + 1) == (T0, 105)
 
@@ -303,7 +304,7 @@ def test_log_end_offset_ignores_a_torn_tail(tmp_path):
     seg = w.segments("t", 0)[0]
     with open(seg, "ab") as f:
         f.write(bytes(build_batch([(b"k", b"v" * 100, T0, [])] * 10))[:70])
-    assert log_end_offset(list_partitions(str(tmp_path))[0]) == 40
+    assert log_end_offset(LocalFiles(str(tmp_path)), list_partitions(LocalFiles(str(tmp_path)))[0]) == 40
     assert len(read_all(str(tmp_path))) == 40
 
 
@@ -356,8 +357,8 @@ def test_missing_segment_is_data_loss(tmp_path):
     slices = plan(opts)
     os.remove(slices[1].log_path)
     with pytest.raises(DataLossError, match="no longer exists"):
-        list(SliceReader(slices[1], arrow_schema(False, False), True))
-    assert list(SliceReader(slices[1], arrow_schema(False, False), False)) == []
+        list(SliceReader(slices[1], arrow_schema(False, False), True, LocalFiles(str(tmp_path))))
+    assert list(SliceReader(slices[1], arrow_schema(False, False), False, LocalFiles(str(tmp_path)))) == []
 
 
 # -- offsets, timestamps and planning ---------------------------------------------------------------
@@ -416,11 +417,11 @@ def test_timestamp_lookup_is_the_earliest_offset_at_or_after_the_time(tmp_path):
         w.append("t", 0, build_batch(recs, codec="snappy" if b % 2 else "none"))
     w.close(clean=False)
     exp = sorted(expected_rows(str(tmp_path)), key=lambda r: r["offset"])
-    pdir = list_partitions(str(tmp_path))[0]
+    pdir = list_partitions(LocalFiles(str(tmp_path)))[0]
     assert len(pdir.segments) > 4
     for target in [T0 - 10_000, T0, T0 + 1234, T0 + 3000, T0 + 5555, T0 + 5900, T0 + 6200, T0 + 99_999]:
         want = next((r["offset"] for r in exp if r["timestamp_ms"] >= target), None)
-        assert offset_for_timestamp(pdir, target, 0) == want, target
+        assert offset_for_timestamp(LocalFiles(str(tmp_path)), pdir, target, 0) == want, target
     got = read_all(str(tmp_path), startingTimestamp=str(T0 + 2000), endingTimestamp=str(T0 + 4000))
     lo = next(r["offset"] for r in exp if r["timestamp_ms"] >= T0 + 2000)
     hi = next(r["offset"] for r in exp if r["timestamp_ms"] >= T0 + 4000)

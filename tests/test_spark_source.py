@@ -109,7 +109,7 @@ def test_every_record_of_every_codec_matches_kafka_python(spark, logdir):  # noq
 
 def test_one_input_partition_per_segment_and_splits_keep_every_record(spark, logdir):  # noqa: F811
     segments = sum(len([n for n in os.listdir(os.path.join(logdir, d)) if n.endswith(".log")])
-                   for d in os.listdir(logdir))
+                   for d in os.listdir(logdir) if os.path.isdir(os.path.join(logdir, d)))
     df = spark.read.format("minikafka").load(logdir)
     assert df.rdd.getNumPartitions() == segments
     split = spark.read.format("minikafka").option("maxBytesPerPartition", "40000").load(logdir)
@@ -244,7 +244,10 @@ def test_export_command_writes_parquet_json_and_csv(spark, logdir, tmp_path, cap
     out = tmp_path / "out.csv"
     assert run_export(_export_args("--data-dir", logdir, "--out", str(out), "--format", "csv", "--topics",
                                    "audit", "--include-headers", "--no-progress")) == 0
-    text = "".join(p.read_text() for p in sorted(out.glob("part-*")))
+    parts = [p.read_text().splitlines() for p in sorted(out.glob("part-*"))]
+    header = "key,value,topic,partition,offset,timestamp,timestampType,headers"
+    assert parts and all(lines[0] == header for lines in parts)  # a header row in every file
+    text = "\n".join(line for lines in parts for line in lines[1:])
     audit = expected(logdir, ["audit"])
     assert len(text.splitlines()) == len(audit)
     assert all(base64.b64encode(r["value"]).decode() in text for r in audit if r["value"])
@@ -287,3 +290,29 @@ def test_spark_discovers_the_source_without_register(logdir, tmp_path):
     result = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True,
                             timeout=300)
     assert f"COUNT {len(expected(logdir))}" in result.stdout, result.stderr[-3000:]
+
+
+def test_export_reads_exactly_the_planned_snapshot_while_the_log_grows(spark, tmp_path):  # noqa: F811
+    """The plan line and the job see the same cut: the command pins the planned offsets, so
+    records appended after planning are not read."""
+    from minikafka.spark_export.export import pinned_options, source_options
+    from minikafka.spark_export.planner import plan_ranges
+
+    w = LogDirWriter(str(tmp_path / "d"))
+    for b in range(6):
+        w.append("t", b % 2, build_batch([(b"k", b"v%d" % b, T0 + b, [])] * 3))
+    args = _export_args("--data-dir", str(tmp_path / "d"), "--out", str(tmp_path / "o"), "--topics", "t",
+                        "--starting-timestamp", str(T0 + 2))
+    opts = source_options(args)
+    ranges, slices = plan_ranges(parse_options({**opts, "path": str(tmp_path / "d")}))
+    planned = sum(s.end_offset - s.start_offset for s in slices)
+    for b in range(6, 12):  # the broker keeps writing after the plan line was printed
+        w.append("t", b % 2, build_batch([(b"k", b"v%d" % b, T0 + b, [])] * 3))
+    w.close()
+    pinned = pinned_options(opts, ranges)
+    assert "subscribe" not in pinned and "startingTimestamp" not in pinned
+    got = spark_rows(spark.read.format("minikafka").options(**pinned).load(str(tmp_path / "d")))
+    assert len(got) == planned == 12  # batches 2..5, three records each
+    assert {r["value"] for r in got} == {b"v%d" % b for b in range(2, 6)}
+    unpinned = spark.read.format("minikafka").options(**opts).load(str(tmp_path / "d")).count()
+    assert unpinned == 30

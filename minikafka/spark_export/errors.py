@@ -20,3 +20,7 @@ class DataLossError(RuntimeError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message + self.HINT)
+
+
+class DataDirUnreachable(RuntimeError):
+    """A task cannot see the data directory the driver planned from (not shared with executors)."""

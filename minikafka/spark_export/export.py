@@ -16,6 +16,8 @@ PySpark is imported only when the command runs; building the parser needs nothin
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import os
 import sys
 import threading
@@ -170,23 +172,75 @@ def _prepare(df: Any, fmt: str, utf8: bool) -> Any:
     return df
 
 
+#: Options that choose partitions and offsets; the command replaces them with the planned ranges.
+_RANGE_OPTIONS = {"subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets", "startingtimestamp",
+                  "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp",
+                  "startingoffsetsbytimestampstrategy"}
+
+
+def pinned_options(opts: dict[str, str], ranges: list[Any]) -> dict[str, str]:
+    """``opts`` with the partitions and offsets replaced by the ranges the plan resolved, so that
+    the Spark job reads exactly what the plan line announced even if the broker keeps writing."""
+    out = {k: v for k, v in opts.items() if k.lower() not in _RANGE_OPTIONS}
+    assign: dict[str, list[int]] = {}
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for rng in ranges:
+        topic, partition = rng.tp
+        assign.setdefault(topic, []).append(partition)
+        starting.setdefault(topic, {})[str(partition)] = rng.start
+        ending.setdefault(topic, {})[str(partition)] = rng.end
+    out["assign"] = json.dumps(assign)
+    out["startingOffsets"] = json.dumps(starting)
+    out["endingOffsets"] = json.dumps(ending)
+    return out
+
+
+def missing_spark_extra() -> str | None:
+    """The first package of the ``spark`` extra that cannot be imported, or None."""
+    for module in ("numpy", "pyarrow", "pyspark.sql.datasource"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return module.split(".")[0]
+    return None
+
+
+def _out_exists(out: str) -> bool:
+    if "://" in out and not out.startswith("file://"):
+        return False  # a remote file system: Spark checks it when the job starts
+    return os.path.exists(out.removeprefix("file://"))
+
+
 def run_export(args: argparse.Namespace) -> int:
     """Run the export; returns the process exit code."""
-    from minikafka.spark_export.errors import DataLossError, ExportOptionError
-    from minikafka.spark_export.options import parse_options
-    from minikafka.spark_export.planner import plan
-
     err = sys.stderr
+    missing = missing_spark_extra()
+    if missing is not None:
+        err.write(f"minikafka export: needs PySpark 4 with pyarrow and numpy ({missing} is not installed): "
+                  "pip install 'minikafka[spark]'\n")
+        return 2
+    if args.mode == "errorifexists" and _out_exists(args.out):
+        err.write(f"minikafka export: --out {args.out} already exists; choose a new path, or --mode overwrite "
+                  "or --mode append\n")
+        return 2
+
+    from minikafka.spark_export.errors import DataLossError, ExportOptionError
+    from minikafka.spark_export.files import StorageError
+    from minikafka.spark_export.options import parse_options
+    from minikafka.spark_export.planner import plan_ranges
+
     try:
         opts = source_options(args)
         read_opts = parse_options({**opts, "path": args.data_dir})
-        slices = plan(read_opts)
-    except (ExportOptionError, ValueError, FileNotFoundError) as exc:
+        ranges, slices = plan_ranges(read_opts)
+    except (ExportOptionError, ValueError, FileNotFoundError, StorageError) as exc:
         err.write(f"minikafka export: {exc}\n")
         return 2
     except DataLossError as exc:
         err.write(f"minikafka export: {exc}\n")
         return 1
+    opts = pinned_options(opts, ranges)
 
     nbytes = sum(s.end_position - s.start_position for s in slices)
     partitions = len({(s.topic, s.partition) for s in slices})
@@ -217,6 +271,8 @@ def run_export(args: argparse.Namespace) -> int:
         writer = df.write.mode(args.mode)
         if args.compression:
             writer = writer.option("compression", args.compression)
+        if args.format == "csv":
+            writer = writer.option("header", "true")
         if args.partition_by:
             writer = writer.partitionBy(*args.partition_by)
         if args.no_progress:

@@ -14,13 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
+from minikafka.spark_export.files import Files
 
 
 def _increasing_prefix(*columns: np.ndarray, strict: tuple[bool, ...]) -> int:
@@ -44,8 +38,11 @@ class OffsetIndex:
     positions: list[int]
 
     @classmethod
-    def load(cls, path: str, base_offset: int, log_size: int) -> OffsetIndex:
-        data = _read(path)
+    def load(cls, files: Files, path: str, base_offset: int, log_size: int) -> OffsetIndex:
+        return cls.parse(files.read_bytes(path) or b"", base_offset, log_size)
+
+    @classmethod
+    def parse(cls, data: bytes, base_offset: int, log_size: int) -> OffsetIndex:
         raw = np.frombuffer(data[: len(data) // 8 * 8], dtype=">i4").reshape(-1, 2).astype(np.int64)
         rel, pos = raw[:, 0], raw[:, 1]
         keep = (rel >= 0) & (pos >= 0) & (pos < log_size)
@@ -71,8 +68,11 @@ class TimeIndex:
     offsets: list[int]
 
     @classmethod
-    def load(cls, path: str, base_offset: int) -> TimeIndex:
-        data = _read(path)
+    def load(cls, files: Files, path: str, base_offset: int) -> TimeIndex:
+        return cls.parse(files.read_bytes(path) or b"", base_offset)
+
+    @classmethod
+    def parse(cls, data: bytes, base_offset: int) -> TimeIndex:
         usable = len(data) // 12 * 12
         raw = np.frombuffer(data[:usable], dtype=np.dtype([("ts", ">i8"), ("rel", ">i4")]))
         ts = raw["ts"].astype(np.int64)

@@ -9,14 +9,17 @@ taken once, when the directory is listed, so a read of a live directory sees one
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
+
+from minikafka.spark_export.errors import ExportOptionError
+from minikafka.spark_export.files import Entry, Files
 
 #: A partition directory: a legal Kafka topic name, a dash, the partition number.
 _PARTITION_DIR = re.compile(r"^([A-Za-z0-9._-]{1,249})-(\d{1,9})$")
 _SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+META_PROPERTIES = "meta.properties"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,33 +67,26 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     return topic, int(match.group(2))
 
 
-def list_segments(path: str) -> list[SegmentFile]:
+def list_segments(files: Files, path: str) -> list[SegmentFile]:
     """The ``.log`` segments of one partition directory, sorted by base offset."""
     out: list[SegmentFile] = []
-    try:
-        names = os.listdir(path)
-    except FileNotFoundError:
-        return out
-    for name in names:
-        match = _SEGMENT_LOG.match(name)
-        if match is None:
+    for entry in files.list_dir(path) or []:
+        match = _SEGMENT_LOG.match(entry.name)
+        if match is None or entry.is_dir:
             continue
-        log_path = os.path.join(path, name)
-        try:
-            size = os.stat(log_path).st_size
-        except FileNotFoundError:  # deleted by retention while we listed
-            continue
-        out.append(SegmentFile(int(match.group(1)), log_path, size))
+        out.append(SegmentFile(int(match.group(1)), files.join(path, entry.name), entry.size))
     out.sort(key=lambda s: s.base_offset)
     return out
 
 
-def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
+def read_offset_checkpoint(files: Files, path: str) -> dict[tuple[str, int], int]:
     """Kafka's offset checkpoint text format (version 0); an unreadable file reads as empty."""
+    raw = files.read_bytes(path)
+    if raw is None:
+        return {}
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
         return {}
     if len(lines) < 2 or lines[0].strip() != "0":
         return {}
@@ -113,20 +109,40 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
     return out
 
 
-def list_partitions(data_dir: str) -> list[PartitionDir]:
-    """Every partition directory under ``data_dir`` with its segments, sorted by topic, partition."""
-    if not os.path.isdir(data_dir):
-        raise FileNotFoundError(f"minikafka data directory not found: {data_dir}")
-    starts = read_offset_checkpoint(os.path.join(data_dir, LOG_START_CHECKPOINT))
+def check_data_dir(files: Files, entries: list[Entry] | None) -> list[Entry]:
+    """The root's entries, or a clear error when the root is not a broker's data directory.
+
+    Both minikafka and Kafka write ``meta.properties`` into every log directory before the first
+    segment, so its absence means the path names something else (a typo, a parent directory, a
+    copy that missed files) and reading it would silently give no rows.
+    """
+    root = files.root
+    where = files.describe(root)
+    if entries is None:
+        if files.kind(root) == "file":
+            raise ExportOptionError(f"{where} is a file; load the broker's data directory (log.dirs)")
+        raise ExportOptionError(f"minikafka data directory not found: {where}")
+    names = {e.name for e in entries}
+    if META_PROPERTIES not in names:
+        if any(_SEGMENT_LOG.match(n) for n in names):
+            raise ExportOptionError(f"{where} looks like one partition's directory; load its parent, the "
+                                    "broker's data directory")
+        raise ExportOptionError(f"{where} is not a minikafka or Kafka data directory (it has no "
+                                f"{META_PROPERTIES}); load the broker's data directory (log.dirs)")
+    return entries
+
+
+def list_partitions(files: Files) -> list[PartitionDir]:
+    """Every partition directory of the data dir with its segments, sorted by topic, partition."""
+    entries = check_data_dir(files, files.list_dir(files.root))
+    starts = read_offset_checkpoint(files, files.join(files.root, LOG_START_CHECKPOINT))
     out: list[PartitionDir] = []
-    for name in os.listdir(data_dir):
-        parsed = parse_partition_dir_name(name)
-        if parsed is None:
+    for entry in entries:
+        parsed = parse_partition_dir_name(entry.name)
+        if parsed is None or not entry.is_dir:
             continue
-        path = os.path.join(data_dir, name)
-        if not os.path.isdir(path):
-            continue
+        path = files.join(files.root, entry.name)
         topic, partition = parsed
-        out.append(PartitionDir(topic, partition, path, list_segments(path), starts.get(parsed)))
+        out.append(PartitionDir(topic, partition, path, list_segments(files, path), starts.get(parsed)))
     out.sort(key=lambda p: (p.topic, p.partition))
     return out

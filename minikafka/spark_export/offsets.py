@@ -12,10 +12,10 @@ time, and only from where the indexes say the answer lies.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 from minikafka.spark_export.codecs import CodecError, decompress
+from minikafka.spark_export.files import Files, RangeFile
 from minikafka.spark_export.indexes import OffsetIndex, TimeIndex
 from minikafka.spark_export.layout import PartitionDir, SegmentFile
 from minikafka.spark_export.records import RecordFormatError, decode_records
@@ -24,11 +24,11 @@ from minikafka.storage.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 _MIN_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 
-def iter_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+def iter_headers(fd: RangeFile, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
     """Headers of the complete, well-framed batches in ``[start, end)``; stops at the first that is not."""
     pos = start
     while end - pos >= HEADER_SIZE:
-        raw = os.pread(fd, HEADER_SIZE, pos)
+        raw = fd.pread(HEADER_SIZE, pos)
         if len(raw) < HEADER_SIZE:
             return
         header = BatchHeader.parse(raw)
@@ -38,18 +38,18 @@ def iter_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHead
         pos += header.size
 
 
-def header_at(fd: int, position: int, size: int) -> BatchHeader | None:
+def header_at(fd: RangeFile, position: int, size: int) -> BatchHeader | None:
     """The header at ``position`` if a plausible complete batch starts there."""
     for _, header in iter_headers(fd, position, size):
         return header
     return None
 
 
-def load_offset_index(seg: SegmentFile) -> OffsetIndex:
-    return OffsetIndex.load(seg.index_path, seg.base_offset, seg.size)
+def load_offset_index(files: Files, seg: SegmentFile) -> OffsetIndex:
+    return OffsetIndex.load(files, seg.index_path, seg.base_offset, seg.size)
 
 
-def position_for_offset(fd: int, seg: SegmentFile, index: OffsetIndex, offset: int) -> int:
+def position_for_offset(fd: RangeFile, seg: SegmentFile, index: OffsetIndex, offset: int) -> int:
     """A batch boundary at or before the batch holding ``offset`` (0 when the index cannot help)."""
     entry = index.floor(offset)
     if entry is None:
@@ -61,14 +61,14 @@ def position_for_offset(fd: int, seg: SegmentFile, index: OffsetIndex, offset: i
     return position
 
 
-def log_end_offset(pdir: PartitionDir) -> int:
+def log_end_offset(files: Files, pdir: PartitionDir) -> int:
     """The next offset the partition would assign, judging from its files."""
     for seg in reversed(pdir.segments):
         if seg.size == 0:
             return seg.base_offset
-        index = load_offset_index(seg)
-        with open(seg.log_path, "rb") as f:
-            fd = f.fileno()
+        index = load_offset_index(files, seg)
+        fd = files.open(seg.log_path)
+        try:
             start = 0
             if len(index):
                 last_offset, position = index.offsets[-1], index.positions[-1]
@@ -79,14 +79,16 @@ def log_end_offset(pdir: PartitionDir) -> int:
             for _, header in iter_headers(fd, start, seg.size):
                 end = header.next_offset
             return end
+        finally:
+            fd.close()
     return 0
 
 
-def _first_at_or_after(fd: int, header: BatchHeader, position: int, timestamp: int, min_offset: int) -> int | None:
+def _first_at_or_after(fd: RangeFile, header: BatchHeader, position: int, timestamp: int, min_offset: int) -> int | None:
     """Offset of the first record of the batch at ``position`` with timestamp >= ``timestamp``."""
     if header.is_log_append_time:
         return max(header.base_offset, min_offset) if header.max_timestamp >= timestamp else None
-    raw = os.pread(fd, header.size, position)
+    raw = fd.pread(header.size, position)
     section: bytes | memoryview = memoryview(raw)[HEADER_SIZE:]
     try:
         if header.compression:
@@ -102,15 +104,14 @@ def _first_at_or_after(fd: int, header: BatchHeader, position: int, timestamp: i
     return None
 
 
-def _search_segment(seg: SegmentFile, timestamp: int, min_offset: int) -> int | None:
-    index = load_offset_index(seg)
-    tindex = TimeIndex.load(seg.time_index_path, seg.base_offset)
+def _search_segment(files: Files, seg: SegmentFile, timestamp: int, min_offset: int) -> int | None:
+    index = load_offset_index(files, seg)
+    tindex = TimeIndex.load(files, seg.time_index_path, seg.base_offset)
     try:
-        f = open(seg.log_path, "rb")
+        fd = files.open(seg.log_path)
     except FileNotFoundError:  # deleted by retention since it was listed
         return None
-    with f:
-        fd = f.fileno()
+    try:
         # Batches after the last offset-index entry may not be in the time index yet; without a
         # time index at all, every batch is "after" it.
         tail_start = 0
@@ -132,17 +133,19 @@ def _search_segment(seg: SegmentFile, timestamp: int, min_offset: int) -> int | 
             found = _first_at_or_after(fd, header, position, timestamp, start_offset)
             if found is not None:
                 return found
+    finally:
+        fd.close()
     return None
 
 
-def offset_for_timestamp(pdir: PartitionDir, timestamp: int, log_start: int) -> int | None:
+def offset_for_timestamp(files: Files, pdir: PartitionDir, timestamp: int, log_start: int) -> int | None:
     """Earliest offset >= ``log_start`` whose timestamp is >= ``timestamp``; None if there is none."""
     segments = pdir.segments
     for i, seg in enumerate(segments):
         next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if next_base is not None and next_base <= log_start:
             continue
-        found = _search_segment(seg, timestamp, log_start)
+        found = _search_segment(files, seg, timestamp, log_start)
         if found is not None:
             return found
     return None

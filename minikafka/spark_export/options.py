@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minikafka.spark_export.errors import ExportOptionError
+from minikafka.spark_export.files import Storage
 
 EARLIEST = -2
 LATEST = -1
@@ -58,6 +59,7 @@ class OffsetLimit:
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
     path: str
+    storage: Storage
     subscribe: tuple[str, ...] | None
     subscribe_pattern: str | None
     assign: tuple[TopicPartition, ...] | None
@@ -228,6 +230,7 @@ def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
     assert max_bytes is not None
     return ReadOptions(
         path=path,
+        storage=Storage.from_options(path, options),
         subscribe=subscribe,
         subscribe_pattern=pattern,
         assign=assign,

@@ -12,12 +12,12 @@ by offset count, and ``minPartitions`` splits the widest slices until there are 
 
 from __future__ import annotations
 
-import os
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 
 from minikafka.spark_export.errors import DataLossError, ExportOptionError
+from minikafka.spark_export.files import Files, RangeFile
 from minikafka.spark_export.indexes import OffsetIndex
 from minikafka.spark_export.layout import PartitionDir, SegmentFile, list_partitions
 from minikafka.spark_export.offsets import (
@@ -63,12 +63,12 @@ def select_partitions(partitions: list[PartitionDir], opts: ReadOptions) -> list
     return [p for p in partitions if not p.is_internal]
 
 
-def _bounds(pdir: PartitionDir) -> tuple[int, int]:
+def _bounds(files: Files, pdir: PartitionDir) -> tuple[int, int]:
     """(log start offset, log end offset) of a partition."""
     if not pdir.segments:
         start = pdir.checkpoint_start or 0
         return start, start
-    end = log_end_offset(pdir)
+    end = log_end_offset(files, pdir)
     start = pdir.segments[0].base_offset
     if pdir.checkpoint_start is not None:
         start = max(start, pdir.checkpoint_start)
@@ -87,7 +87,7 @@ def _check_keys(limit: OffsetLimit, selected: list[PartitionDir], option: str) -
         )
 
 
-def _resolve(limit: OffsetLimit, pdir: PartitionDir, log_start: int, log_end: int, starting: bool,
+def _resolve(files: Files, limit: OffsetLimit, pdir: PartitionDir, log_start: int, log_end: int, starting: bool,
              no_match_latest: bool) -> int:
     tp = (pdir.topic, pdir.partition)
     if limit.kind == "earliest":
@@ -99,7 +99,7 @@ def _resolve(limit: OffsetLimit, pdir: PartitionDir, log_start: int, log_end: in
         return log_start if value == EARLIEST else log_end if value == LATEST else value
     timestamp = limit.timestamp if limit.kind == "timestamp" else (limit.per_partition or {})[tp]
     assert timestamp is not None
-    found = offset_for_timestamp(pdir, timestamp, log_start)
+    found = offset_for_timestamp(files, pdir, timestamp, log_start)
     if found is not None:
         return min(found, log_end)
     if starting and not no_match_latest:
@@ -108,15 +108,15 @@ def _resolve(limit: OffsetLimit, pdir: PartitionDir, log_start: int, log_end: in
     return log_end
 
 
-def resolve_ranges(selected: list[PartitionDir], opts: ReadOptions) -> list[PartitionRange]:
+def resolve_ranges(files: Files, selected: list[PartitionDir], opts: ReadOptions) -> list[PartitionRange]:
     for limit, option in ((opts.starting, "startingOffsets"), (opts.ending, "endingOffsets")):
         if limit.kind in ("offsets", "timestamps"):
             _check_keys(limit, selected, option if limit.kind == "offsets" else option + "ByTimestamp")
     out: list[PartitionRange] = []
     for pdir in selected:
-        log_start, log_end = _bounds(pdir)
-        start = _resolve(opts.starting, pdir, log_start, log_end, True, opts.no_match_latest)
-        end = _resolve(opts.ending, pdir, log_start, log_end, False, opts.no_match_latest)
+        log_start, log_end = _bounds(files, pdir)
+        start = _resolve(files, opts.starting, pdir, log_start, log_end, True, opts.no_match_latest)
+        end = _resolve(files, opts.ending, pdir, log_start, log_end, False, opts.no_match_latest)
         name = f"{pdir.topic}-{pdir.partition}"
         if start > end:
             raise ExportOptionError(f"{name}: the resolved starting offset {start} is greater than the ending "
@@ -136,18 +136,19 @@ def resolve_ranges(selected: list[PartitionDir], opts: ReadOptions) -> list[Part
 class _SegmentCache:
     """Open files and loaded offset indexes, shared by all the splitting steps."""
 
-    def __init__(self) -> None:
+    def __init__(self, files: Files) -> None:
+        self.files = files
         self._indexes: dict[str, OffsetIndex] = {}
-        self._fds: dict[str, int] = {}
+        self._fds: dict[str, RangeFile] = {}
 
     def index(self, seg: SegmentFile) -> OffsetIndex:
         if seg.log_path not in self._indexes:
-            self._indexes[seg.log_path] = load_offset_index(seg)
+            self._indexes[seg.log_path] = load_offset_index(self.files, seg)
         return self._indexes[seg.log_path]
 
-    def fd(self, seg: SegmentFile) -> int:
+    def fd(self, seg: SegmentFile) -> RangeFile:
         if seg.log_path not in self._fds:
-            self._fds[seg.log_path] = os.open(seg.log_path, os.O_RDONLY)
+            self._fds[seg.log_path] = self.files.open(seg.log_path)
         return self._fds[seg.log_path]
 
     def position(self, seg: SegmentFile, offset: int) -> int:
@@ -160,7 +161,7 @@ class _SegmentCache:
 
     def close(self) -> None:
         for fd in self._fds.values():
-            os.close(fd)
+            fd.close()
         self._fds.clear()
 
 
@@ -211,8 +212,8 @@ def _offset_split(cache: _SegmentCache, seg: SegmentFile, sl: SegmentSlice, part
     return out
 
 
-def plan_slices(ranges: list[PartitionRange], opts: ReadOptions) -> list[SegmentSlice]:
-    cache = _SegmentCache()
+def plan_slices(files: Files, ranges: list[PartitionRange], opts: ReadOptions) -> list[SegmentSlice]:
+    cache = _SegmentCache(files)
     try:
         slices = _plan(cache, ranges, opts, opts.max_bytes_per_partition)
         if opts.min_partitions and len(slices) < opts.min_partitions:
@@ -267,11 +268,14 @@ def _plan(cache: _SegmentCache, ranges: list[PartitionRange], opts: ReadOptions,
     return out
 
 
+def plan_ranges(opts: ReadOptions) -> tuple[list[PartitionRange], list[SegmentSlice]]:
+    """The offset range of every selected partition and the slices that cover them."""
+    files = opts.storage.files()
+    selected = select_partitions(list_partitions(files), opts)
+    ranges = resolve_ranges(files, selected, opts)
+    return ranges, plan_slices(files, ranges, opts)
+
+
 def plan(opts: ReadOptions) -> list[SegmentSlice]:
     """All slices of a read, in topic, partition, offset order."""
-    partitions = list_partitions(opts.path)
-    if not partitions and any(name.endswith(".log") for name in os.listdir(opts.path)):
-        raise ExportOptionError(f"{opts.path} looks like one partition's directory; load its parent, the "
-                                "broker's data directory")
-    selected = select_partitions(partitions, opts)
-    return plan_slices(resolve_ranges(selected, opts), opts)
+    return plan_ranges(opts)[1]

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from minikafka.spark_export.errors import DataLossError
+from minikafka.spark_export.errors import DataDirUnreachable, DataLossError
+from minikafka.spark_export.files import Files, RangeFile
 from minikafka.spark_export.indexes import OffsetIndex
+from minikafka.spark_export.layout import META_PROPERTIES
 from minikafka.storage.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, compute_crc
 
 log = logging.getLogger(__name__)
@@ -59,9 +62,10 @@ class SegmentSlice:
 class BatchReader:
     """Iterates ``(file position, header, records section)`` of a slice; sections are still compressed."""
 
-    def __init__(self, sl: SegmentSlice, fail_on_data_loss: bool) -> None:
+    def __init__(self, sl: SegmentSlice, fail_on_data_loss: bool, files: Files) -> None:
         self.slice = sl
         self.fail_on_data_loss = fail_on_data_loss
+        self.files = files
         self._index: OffsetIndex | None = None
 
     # -- damage handling -------------------------------------------------------------------------
@@ -77,7 +81,7 @@ class BatchReader:
         """The next offset-index position after ``position``, or the end of the slice."""
         if self._index is None:
             self._index = OffsetIndex.load(
-                self.slice.log_path[: -len(".log")] + ".index", self.slice.base_offset, self.slice.end_position
+                self.files, self.slice.log_path[: -len(".log")] + ".index", self.slice.base_offset, self.slice.end_position
             )
         for p in self._index.positions:
             if p > position:
@@ -86,14 +90,27 @@ class BatchReader:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def _open(self) -> int | None:
+    def _open(self) -> RangeFile | None:
         for path in (self.slice.log_path, self.slice.log_path + ".deleted"):
             try:
-                return os.open(path, os.O_RDONLY)
+                return self.files.open(path)
             except FileNotFoundError:
                 continue
+        self._check_reachable()
         self.damaged(0, "segment file no longer exists")
         return None
+
+    def _check_reachable(self) -> None:
+        """A missing segment is data loss only if the data directory itself is here; a data
+        directory this process cannot see at all (a path that exists only on the driver) is an
+        error whatever ``failOnDataLoss`` says, since skipping would return nothing silently."""
+        root = self.files.root
+        if self.files.read_bytes(self.files.join(root, META_PROPERTIES)) is None:
+            raise DataDirUnreachable(
+                f"{self.files.describe(root)} is not readable on host {socket.gethostname()} (pid {os.getpid()}), "
+                f"where the task reading {self.slice.name} runs: every Spark executor must see the data "
+                "directory at the same path as the driver (a shared file system, or object storage such "
+                "as s3://bucket/prefix)")
 
     def __iter__(self) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         fd = self._open()
@@ -102,9 +119,9 @@ class BatchReader:
         try:
             yield from self._batches(fd)
         finally:
-            os.close(fd)
+            fd.close()
 
-    def _batches(self, fd: int) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    def _batches(self, fd: RangeFile) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         sl = self.slice
         end = sl.end_position
         pos = sl.start_position
@@ -114,7 +131,7 @@ class BatchReader:
         while pos < end:
             rel = pos - buf_pos
             if len(buf) - rel < HEADER_SIZE:
-                buf = memoryview(os.pread(fd, min(max(CHUNK_BYTES, HEADER_SIZE), end - pos), pos))
+                buf = memoryview(fd.pread(min(max(CHUNK_BYTES, HEADER_SIZE), end - pos), pos))
                 buf_pos, rel = pos, 0
                 if len(buf) < HEADER_SIZE:
                     if self._tail(pos, "incomplete batch header"):
@@ -138,7 +155,7 @@ class BatchReader:
                 pos = self._resync(pos)
                 continue
             if rel + size > len(buf):
-                buf = memoryview(os.pread(fd, max(CHUNK_BYTES, size), pos))
+                buf = memoryview(fd.pread(max(CHUNK_BYTES, size), pos))
                 buf_pos, rel = pos, 0
                 if len(buf) < size:
                     if self._tail(pos, "segment shrank while being read"):

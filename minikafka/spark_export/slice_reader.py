@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from minikafka.spark_export.arrow_build import BatchFields, build_record_batch
 from minikafka.spark_export.codecs import CodecError, decompress
+from minikafka.spark_export.files import Files
 from minikafka.spark_export.records import RecordFormatError, decode_records
 from minikafka.spark_export.scan import BatchReader, SegmentSlice
 from minikafka.storage.batch import BatchHeader
@@ -65,10 +66,10 @@ def batch_fields(headers: list[BatchHeader]) -> BatchFields:
 class SliceReader:
     """Reads one :class:`SegmentSlice` into Arrow record batches of ``schema``."""
 
-    def __init__(self, sl: SegmentSlice, schema: pa.Schema, fail_on_data_loss: bool) -> None:
+    def __init__(self, sl: SegmentSlice, schema: pa.Schema, fail_on_data_loss: bool, files: Files) -> None:
         self.slice = sl
         self.schema = schema
-        self.batches = BatchReader(sl, fail_on_data_loss)
+        self.batches = BatchReader(sl, fail_on_data_loss, files)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         group = _Group()

@@ -90,7 +90,7 @@ class MiniKafkaReader(DataSourceReader):
         from minikafka.spark_export.slice_reader import SliceReader
 
         schema = arrow_schema(self.opts.include_headers, self.opts.include_producer_fields)
-        yield from SliceReader(partition.slice, schema, self.opts.fail_on_data_loss)
+        yield from SliceReader(partition.slice, schema, self.opts.fail_on_data_loss, self.opts.storage.files())
 
 
 class MiniKafkaDataSource(DataSource):
