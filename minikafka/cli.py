@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     from minikafka.spark_export.export import add_parser as add_export_parser  # needs no PySpark
 
     add_export_parser(sub)
+    from minikafka.spark_export.upload import add_parser as add_upload_parser  # needs no pyarrow
+
+    add_upload_parser(sub)
     return parser
 
 
@@ -378,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         return serve(args)
     if args.command == "ping":
         return ping(args)
-    if args.command == "export":
+    if args.command in ("export", "upload"):
         return int(args.func(args) or 0)
     return 2
 

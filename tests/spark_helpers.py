@@ -261,3 +261,87 @@ def spark_rows(df: Any) -> list[dict[str, Any]]:
 
 def project(rows: list[dict[str, Any]], columns: list[str]) -> list[tuple[Any, ...]]:
     return [tuple(r[c] for c in columns) for r in rows]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: Any, timeout: float = 60) -> None:
+    """Until something accepts connections on 127.0.0.1:``port`` (or ``proc`` exited)."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+class CountingProxy:
+    """A TCP relay on 127.0.0.1 that counts the bytes the upstream server sends back: put in front
+    of an object store, it shows how much of each file a reader really downloaded."""
+
+    def __init__(self, upstream_port: int) -> None:
+        import socket
+        import threading
+
+        self.upstream_port = upstream_port
+        self.received = 0
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        self._threads: list[threading.Thread] = []
+        self._accept = threading.Thread(target=self._run, daemon=True)
+        self._accept.start()
+
+    def _run(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            done = threading.Barrier(2, action=lambda c=client, u=upstream: (c.close(), u.close()))
+            for src, dst, counted in ((client, upstream, False), (upstream, client, True)):
+                t = threading.Thread(target=self._pump, args=(src, dst, counted, done), daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def _pump(self, src: Any, dst: Any, counted: bool, done: Any) -> None:
+        import socket
+
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                if counted:
+                    with self._lock:
+                        self.received += len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                dst.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            done.wait()  # the pair's sockets close when both directions are done
+
+    def close(self) -> None:
+        self._server.close()
+        self._accept.join(timeout=10)
