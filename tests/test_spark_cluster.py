@@ -1,0 +1,181 @@
+"""The ``minikafka`` data source on a real Spark standalone cluster: a master and two workers
+started from the pyspark installation's ``spark-class`` on 127.0.0.1, one core and 1 GiB each,
+so the read runs in two executor JVMs with their own Python workers, apart from the driver.
+
+A real broker is written to by kafka-python; the cluster read must return what a kafka-python
+consumer reads from the broker, and what the same read on ``local[2]`` returns. A data directory
+that only the driver can see (a relative path: the driver and the executors have different working
+directories) must fail with an error saying so, not return an empty result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from minikafka.broker.embedded import BrokerThread
+from tests.kafka_wire import RawClient
+from tests.scenario_helpers import create_topic
+from tests.spark_helpers import free_port, project, spark, spark_rows, wait_for_port  # noqa: F401
+from tests.test_spark_broker import consume_all, kafka_python_produce, make_records
+
+ROOT = Path(__file__).resolve().parent.parent
+COLS = ["topic", "partition", "offset", "key", "value", "timestamp_ms", "timestampType", "headers"]
+
+
+def spark_class() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+
+
+class StandaloneCluster:
+    """A Spark standalone master and ``workers`` workers as child processes (one JVM each)."""
+
+    def __init__(self, workdir: Path, workers: int = 2) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_MASTER_HOST": "127.0.0.1",
+                    "PYTHONPATH": str(ROOT), "SPARK_NO_DAEMONIZE": "1"}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+        self._start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                               str(self.port), "--webui-port", str(free_port())])
+        wait_for_port(self.port, self.procs[0], timeout=120)
+        for i in range(workers):
+            self._start(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                                       "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
+                                       "--work-dir", str(workdir / f"worker{i}")])
+        self._wait_for_workers(workers)
+
+    def _start(self, name: str, args: list[str]) -> None:
+        log = self.workdir / f"{name}.log"
+        self.logs.append(log)
+        with open(log, "wb") as out:
+            self.procs.append(subprocess.Popen([spark_class(), *args], env=self.env, stdout=out,
+                                               stderr=subprocess.STDOUT, cwd=self.workdir))
+
+    def _wait_for_workers(self, count: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.logs[0].read_text(errors="replace")
+            if text.count("Registering worker") >= count:
+                return
+            dead = [p for p in self.procs if p.poll() is not None]
+            if dead:
+                break
+            time.sleep(0.2)
+        raise RuntimeError("workers did not register:\n" + "\n".join(p.read_text()[-2000:] for p in self.logs))
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[StandaloneCluster]:
+    c = StandaloneCluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def broker_data(tmp_path_factory) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    data_dir = tmp_path_factory.mktemp("clusterdata") / "data"
+    broker = BrokerThread(data_dir=str(data_dir), port=0, config={"log.segment.bytes": "65536"}).start()
+    try:
+        with RawClient(broker.bootstrap) as raw:
+            create_topic(raw, "events", partitions=3)
+        kafka_python_produce(broker.bootstrap, "events", "lz4", make_records("cluster", 900, False), partitions=3)
+        yield str(data_dir), consume_all(broker.bootstrap, ["events"])
+    finally:
+        broker.stop()
+
+
+DRIVER = r'''
+import json, os, sys, time
+from pyspark.sql import SparkSession
+from minikafka.spark_export import register
+
+master, data_dir, out = sys.argv[1:4]
+spark = (SparkSession.builder.master(master).appName("minikafka-cluster-test")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.executor.memory", "512m").config("spark.executor.cores", "1")
+         .config("spark.cores.max", "2").config("spark.sql.session.timeZone", "UTC")
+         .config("spark.task.maxFailures", "1").getOrCreate())
+register(spark)
+jsc = spark.sparkContext._jsc.sc()
+deadline = time.monotonic() + 120
+while jsc.getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:  # the driver + 2 executors
+    time.sleep(0.2)
+result = {"executors": jsc.getExecutorMemoryStatus().size() - 1}
+df = spark.read.format("minikafka").option("includeHeaders", "true").load(data_dir)
+result["partitions"] = df.rdd.getNumPartitions()
+rows = []
+for r in df.orderBy("topic", "partition", "offset").collect():
+    d = r.asDict(recursive=True)
+    rows.append([d["topic"], d["partition"], d["offset"], None if d["key"] is None else bytes(d["key"]).hex(),
+                 None if d["value"] is None else bytes(d["value"]).hex(), round(d["timestamp"].timestamp() * 1000),
+                 d["timestampType"],
+                 None if d["headers"] is None else [[h["key"], None if h["value"] is None else bytes(h["value"]).hex()]
+                                                    for h in d["headers"]]])
+result["rows"] = rows
+# A relative path resolves against the driver's working directory, which the executors do not share.
+os.symlink(data_dir, "driver-only")
+for fail in ("true", "false"):
+    try:
+        n = spark.read.format("minikafka").option("failOnDataLoss", fail).load("driver-only").count()
+        result["driver_only_" + fail] = f"returned {n} rows"
+    except Exception as exc:
+        result["driver_only_" + fail] = str(exc)
+with open(out, "w") as f:
+    json.dump(result, f)
+spark.stop()
+'''
+
+
+def _decode(row: list[Any]) -> dict[str, Any]:
+    topic, partition, offset, key, value, ts, ts_type, headers = row
+    return {"topic": topic, "partition": partition, "offset": offset,
+            "key": None if key is None else bytes.fromhex(key), "value": None if value is None else bytes.fromhex(value),
+            "timestamp_ms": ts, "timestampType": ts_type,
+            "headers": None if headers is None else [(k, None if v is None else bytes.fromhex(v)) for k, v in headers]}
+
+
+def test_standalone_cluster_reads_what_the_consumer_and_local_mode_read(spark, cluster, broker_data,  # noqa: F811
+                                                                       tmp_path):
+    data_dir, consumed = broker_data
+    out = tmp_path / "result.json"
+    env = {**cluster.env, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run([sys.executable, "-c", DRIVER, cluster.url, data_dir, str(out)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0 and out.exists(), proc.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["executors"] == 2
+    assert result["partitions"] >= 3
+    got = [_decode(r) for r in result["rows"]]
+    assert len(got) == len(consumed) == 900
+    assert project(got, COLS) == project(consumed, COLS)
+    local = spark_rows(spark.read.format("minikafka").option("includeHeaders", "true").load(data_dir))
+    assert project(local, COLS) == project(got, COLS)
+    for fail in ("true", "false"):  # never an empty result, whatever failOnDataLoss says
+        message = result["driver_only_" + fail]
+        assert "is not readable on host" in message, message[-2000:]
+        assert "every Spark executor must see the data directory at the same path as the driver" in message
