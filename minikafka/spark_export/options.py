@@ -72,6 +72,10 @@ class ReadOptions:
     max_bytes_per_partition: int
     include_headers: bool
     include_producer_fields: bool
+    #: Streaming only: at most this many offsets per micro-batch, over all partitions.
+    max_offsets_per_trigger: int | None = None
+    #: ``read_committed``: no records of aborted transactions, nothing from the first open one on.
+    read_committed: bool = False
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -188,8 +192,18 @@ def _check_batch_limits(starting: OffsetLimit, ending: OffsetLimit) -> None:
                 raise ExportOptionError(f"starting offset {s} is greater than ending offset {e} for {tp[0]}-{tp[1]}")
 
 
-def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
-    """Check and convert a data source's options (keys in any case)."""
+def column_options(raw: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(includeHeaders, includeProducerFields): all the schema depends on."""
+    options = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
+    return _bool(options, "includeHeaders", False), _bool(options, "includeProducerFields", False)
+
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+
+def parse_options(raw: Mapping[str, Any], streaming: bool = False) -> ReadOptions:
+    """Check and convert a data source's options (keys in any case); ``streaming`` for
+    ``spark.readStream``, where ``startingOffsets`` may be ``latest`` and ending options are refused."""
     options = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
     path = options.get("path")
     if not path:
@@ -218,9 +232,17 @@ def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
     if "assign" in options:
         assign = parse_assign(options["assign"])
 
-    starting = _limit(options, "starting", "earliest")
+    starting = _limit(options, "starting", "earliest" if not streaming else "latest")
     ending = _limit(options, "ending", "latest")
-    _check_batch_limits(starting, ending)
+    if streaming:
+        given = [k for k in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp") if k in options]
+        if given:
+            raise ExportOptionError(f"ending offset not valid in streaming queries: {given[0]}")
+    else:
+        _check_batch_limits(starting, ending)
+    isolation = options.get("isolationlevel", "read_uncommitted").strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise ExportOptionError(f"isolationLevel must be 'read_uncommitted' or 'read_committed', got {isolation!r}")
 
     strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
@@ -243,4 +265,6 @@ def parse_options(raw: Mapping[str, Any]) -> ReadOptions:
         max_bytes_per_partition=max_bytes,
         include_headers=_bool(options, "includeHeaders", False),
         include_producer_fields=_bool(options, "includeProducerFields", False),
+        max_offsets_per_trigger=_positive(options, "maxOffsetsPerTrigger", None),
+        read_committed=isolation == "read_committed",
     )

@@ -29,6 +29,7 @@ from minikafka.spark_export.offsets import (
 )
 from minikafka.spark_export.options import EARLIEST, LATEST, OffsetLimit, ReadOptions, TopicPartition
 from minikafka.spark_export.scan import SegmentSlice
+from minikafka.spark_export.transactions import AbortedTxn, transaction_state
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,8 @@ class PartitionRange:
     end: int
     log_start: int
     log_end: int
+    #: With read_committed: the aborted transactions of the partition (their batches are skipped).
+    aborted: tuple[AbortedTxn, ...] = ()
 
     @property
     def tp(self) -> TopicPartition:
@@ -63,7 +66,7 @@ def select_partitions(partitions: list[PartitionDir], opts: ReadOptions) -> list
     return [p for p in partitions if not p.is_internal]
 
 
-def _bounds(files: Files, pdir: PartitionDir) -> tuple[int, int]:
+def partition_bounds(files: Files, pdir: PartitionDir) -> tuple[int, int]:
     """(log start offset, log end offset) of a partition."""
     if not pdir.segments:
         start = pdir.checkpoint_start or 0
@@ -73,6 +76,17 @@ def _bounds(files: Files, pdir: PartitionDir) -> tuple[int, int]:
     if pdir.checkpoint_start is not None:
         start = max(start, pdir.checkpoint_start)
     return min(start, end), end
+
+
+def readable_bounds(files: Files, pdir: PartitionDir, opts: ReadOptions) -> tuple[int, int, tuple[AbortedTxn, ...]]:
+    """(log start offset, end of what this read may return, aborted transactions): the end is the
+    log end offset, or with ``read_committed`` the last stable offset of the files (nothing from
+    an open transaction on), and only then are aborted transactions looked for."""
+    log_start, log_end = partition_bounds(files, pdir)
+    if not opts.read_committed:
+        return log_start, log_end, ()
+    state = transaction_state(files, pdir, log_end)
+    return log_start, max(log_start, state.last_stable_offset), state.aborted
 
 
 def _check_keys(limit: OffsetLimit, selected: list[PartitionDir], option: str) -> None:
@@ -114,7 +128,7 @@ def resolve_ranges(files: Files, selected: list[PartitionDir], opts: ReadOptions
             _check_keys(limit, selected, option if limit.kind == "offsets" else option + "ByTimestamp")
     out: list[PartitionRange] = []
     for pdir in selected:
-        log_start, log_end = _bounds(files, pdir)
+        log_start, log_end, aborted = readable_bounds(files, pdir, opts)
         start = _resolve(files, opts.starting, pdir, log_start, log_end, True, opts.no_match_latest)
         end = _resolve(files, opts.ending, pdir, log_start, log_end, False, opts.no_match_latest)
         name = f"{pdir.topic}-{pdir.partition}"
@@ -129,7 +143,7 @@ def resolve_ranges(files: Files, selected: list[PartitionDir], opts: ReadOptions
             if opts.fail_on_data_loss:
                 raise DataLossError(f"{name}: ending offset {end} is beyond the log end offset {log_end}.")
             end = log_end
-        out.append(PartitionRange(pdir, start, max(start, end), log_start, log_end))
+        out.append(PartitionRange(pdir, start, max(start, end), log_start, log_end, aborted))
     return out
 
 
@@ -255,6 +269,7 @@ def _plan(cache: _SegmentCache, ranges: list[PartitionRange], opts: ReadOptions,
                 start_offset=lo,
                 end_offset=hi,
                 at_log_end=is_last,
+                aborted=tuple(a for a in rng.aborted if a.last_offset >= lo and a.first_offset < hi),
             )
             pieces = _byte_cuts(cache, seg, sl, max_bytes)
             if opts.max_records_per_partition:

@@ -23,6 +23,7 @@ import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from minikafka.spark_export.errors import DataDirUnreachable, DataLossError
 from minikafka.spark_export.files import Files, RangeFile
@@ -53,6 +54,9 @@ class SegmentSlice:
     #: True when the slice ends where the partition's log ended at planning time, so that a
     #: batch cut short there is a torn tail rather than damage.
     at_log_end: bool
+    #: With read_committed: aborted transactions whose batches may lie in this slice (see
+    #: :mod:`.transactions`); their transactional batches are skipped.
+    aborted: tuple[Any, ...] = ()
 
     @property
     def name(self) -> str:

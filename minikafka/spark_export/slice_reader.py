@@ -66,15 +66,24 @@ def batch_fields(headers: list[BatchHeader]) -> BatchFields:
 class SliceReader:
     """Reads one :class:`SegmentSlice` into Arrow record batches of ``schema``."""
 
-    def __init__(self, sl: SegmentSlice, schema: pa.Schema, fail_on_data_loss: bool, files: Files) -> None:
+    def __init__(self, sl: SegmentSlice, schema: pa.Schema, fail_on_data_loss: bool, files: Files,
+                 read_committed: bool = False) -> None:
         self.slice = sl
         self.schema = schema
         self.batches = BatchReader(sl, fail_on_data_loss, files)
+        self.read_committed = read_committed
+
+    def _aborted(self, header: BatchHeader) -> bool:
+        """A transactional batch inside one of the slice's aborted transactions (read_committed)."""
+        pid, offset = header.producer_id, header.base_offset
+        return any(a.producer_id == pid and a.first_offset <= offset <= a.last_offset for a in self.slice.aborted)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         group = _Group()
         for position, header, section in self.batches:
             if header.is_control or header.records_count == 0:
+                continue
+            if self.read_committed and header.is_transactional and self._aborted(header):
                 continue
             if header.compression:
                 try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 )
 
 from minikafka.spark_export.errors import ExportOptionError
-from minikafka.spark_export.options import ReadOptions, parse_options
+from minikafka.spark_export.options import ReadOptions, column_options, parse_options
 from minikafka.spark_export.scan import SegmentSlice
 
 SHORT_NAME = "minikafka"
@@ -84,13 +84,19 @@ class MiniKafkaReader(DataSourceReader):
         return [SlicePartition(sl) for sl in plan(self.opts)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, SlicePartition):
-            return  # Spark's placeholder partition when the plan is empty
-        from minikafka.spark_export.arrow_build import arrow_schema
-        from minikafka.spark_export.slice_reader import SliceReader
+        yield from read_slice(self.opts, partition)
 
-        schema = arrow_schema(self.opts.include_headers, self.opts.include_producer_fields)
-        yield from SliceReader(partition.slice, schema, self.opts.fail_on_data_loss, self.opts.storage.files())
+
+def read_slice(opts: ReadOptions, partition: InputPartition) -> Iterator[Any]:
+    """The Arrow record batches of one input partition (batch and streaming reads alike)."""
+    if not isinstance(partition, SlicePartition):
+        return  # Spark's placeholder partition when the plan is empty
+    from minikafka.spark_export.arrow_build import arrow_schema
+    from minikafka.spark_export.slice_reader import SliceReader
+
+    schema = arrow_schema(opts.include_headers, opts.include_producer_fields)
+    yield from SliceReader(partition.slice, schema, opts.fail_on_data_loss, opts.storage.files(),
+                           read_committed=opts.read_committed)
 
 
 class MiniKafkaDataSource(DataSource):
@@ -100,18 +106,22 @@ class MiniKafkaDataSource(DataSource):
     def name(cls) -> str:
         return SHORT_NAME
 
-    def _opts(self) -> ReadOptions:
-        return parse_options(self.options)
-
     def schema(self) -> StructType:
-        opts = self._opts()
-        return spark_schema(opts.include_headers, opts.include_producer_fields)
+        return spark_schema(*column_options(self.options))  # batch or stream: the reader checks the rest
 
-    def reader(self, schema: StructType) -> DataSourceReader:
-        opts = self._opts()
+    def _checked(self, schema: StructType, streaming: bool) -> ReadOptions:
+        opts = parse_options(self.options, streaming=streaming)
         expected = spark_schema(opts.include_headers, opts.include_producer_fields)
         if schema != expected:
             raise ExportOptionError(
                 f"the minikafka source has a fixed schema and cannot be read with a custom one: {schema.simpleString()}"
             )
-        return MiniKafkaReader(opts)
+        return opts
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MiniKafkaReader(self._checked(schema, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from minikafka.spark_export.stream import MiniKafkaStreamReader
+
+        return MiniKafkaStreamReader(self._checked(schema, streaming=True))
