@@ -48,6 +48,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--include-headers", action="store_true", help="add the headers column")
     p.add_argument("--include-producer-fields", action="store_true",
                    help="add producerId, producerEpoch, sequence, isTransactional")
+    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
+                   default="read_uncommitted",
+                   help="read_committed: leave out aborted transactions and stop at the first open one "
+                   "(default read_uncommitted, like a plain consumer)")
     p.add_argument("--skip-damaged", action="store_true",
                    help="skip corrupt or missing data instead of failing (failOnDataLoss=false)")
     p.add_argument("--utf8", action="store_true", help="write key and value as UTF-8 strings")
@@ -84,6 +88,7 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     opts["includeHeaders"] = str(bool(args.include_headers)).lower()
     opts["includeProducerFields"] = str(bool(args.include_producer_fields)).lower()
     opts["failOnDataLoss"] = str(not args.skip_damaged).lower()
+    opts["isolationLevel"] = args.isolation_level
     for item in args.option:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
