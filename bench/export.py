@@ -11,10 +11,19 @@
 * with ``--ceiling``, the same aggregate over a data source that yields ready-made Arrow batches of
   the same rows: what Spark itself needs, without any file reading or decoding.
 
-Prints records/s and MB/s (1 MB = 10^6 bytes of segment files) of each, and checks that all three
+``--modes`` picks where Spark runs and reads (default all three, in one report):
+
+* ``local`` — ``--master`` (default local[2]) over the broker's data dir;
+* ``cluster`` — a Spark standalone cluster on 127.0.0.1 (a master and two workers, one core and
+  1 GiB each, executors in their own JVMs) over the same data dir;
+* ``s3`` — ``local[2]`` over a copy of the data dir in an S3-compatible store (moto's server on
+  127.0.0.1, ``minikafka upload``), read through ``s3://`` with ranged GETs.
+
+Prints records/s and MB/s (1 MB = 10^6 bytes of segment files) of each, and checks that all
 saw the same records.
 
     .venv/bin/python -m bench.export [--size 256M] [--value-size 1024] [--codec none] [--ceiling]
+                                     [--modes local,cluster,s3]
 """
 
 from __future__ import annotations
@@ -135,31 +144,36 @@ def ceiling_source() -> type:
     return CeilingSource
 
 
-def spark_aggregate(data_dir: str, master: str, runs: int, value_size: int,
-                    ceiling: bool) -> tuple[list[float], tuple[int, int, int, int], int, float | None]:
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def spark_aggregate(data_dir: str, master: str, runs: int, value_size: int, ceiling: bool,
+                    options: dict[str, str] | None = None,
+                    conf: dict[str, str] | None = None) -> tuple[list[float], tuple[int, int, int, int], int, float | None]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     from minikafka.spark_export import register
 
-    spark = (
+    builder = (
         SparkSession.builder.master(master).appName("bench-export")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     try:
         times = []
         result: tuple[int, int, int, int] = (0, 0, 0, 0)
         for _ in range(runs):
-            df = spark.read.format("minikafka").option("subscribe", TOPIC).load(data_dir)
+            df = spark.read.format("minikafka").options(**(options or {})).option("subscribe", TOPIC).load(data_dir)
             started = time.perf_counter()
             row = df.agg(F.count("*"), F.sum(F.length("key")), F.sum(F.length("value")), F.max("offset")).collect()[0]
             times.append(time.perf_counter() - started)
@@ -218,6 +232,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the data directory afterwards")
     parser.add_argument("--ceiling", action="store_true",
                         help="also time the aggregate over ready-made Arrow batches (Spark's own share)")
+    parser.add_argument("--modes", default="local,cluster,s3",
+                        help="where Spark runs and reads: any of local, cluster, s3 (default all three)")
     args = parser.parse_args()
 
     size = parse_size(args.size)
@@ -232,7 +248,56 @@ def main() -> None:
             shutil.rmtree(directory, ignore_errors=True)
 
 
+#: Executors of the standalone cluster run: one per worker, within the worker's 1 GiB.
+CLUSTER_CONF = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2"}
+
+
+def cluster_aggregate(data_dir: str, args: argparse.Namespace) -> tuple[list[float], tuple[int, int, int, int], int]:
+    from tests.spark_helpers import StandaloneCluster
+
+    work = tempfile.mkdtemp(prefix="minikafka-bench-cluster-", dir=os.environ.get("BENCH_DIR"))
+    cluster = StandaloneCluster(work, workers=2, pythonpath=ROOT)
+    try:
+        times, result, tasks, _ = spark_aggregate(data_dir, cluster.url, args.runs, args.value_size, False,
+                                                  conf=CLUSTER_CONF)
+        return times, result, tasks
+    finally:
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def s3_aggregate(data_dir: str, args: argparse.Namespace) -> tuple[list[float], tuple[int, int, int, int], int, float]:
+    import pyarrow.fs as pafs
+
+    from minikafka.spark_export.files import Storage
+    from tests.spark_helpers import S3Server
+
+    work = tempfile.mkdtemp(prefix="minikafka-bench-s3-", dir=os.environ.get("BENCH_DIR"))
+    server = S3Server(work, "bench")
+    try:
+        url = "s3://bench/data"
+        options = server.options()
+        started = time.perf_counter()
+        dest = Storage.from_options(url, options).files()
+        # what ``minikafka upload`` does
+        pafs.copy_files(data_dir, dest.root, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=dest.fs)  # type: ignore[attr-defined]
+        upload_s = time.perf_counter() - started
+        times, result, tasks, _ = spark_aggregate(url, "local[2]", args.runs, args.value_size, False,
+                                                  options=options)
+        return times, result, tasks, upload_s
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def run(args: argparse.Namespace, records: int, directory: str) -> None:
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = set(modes) - {"local", "cluster", "s3"}
+    if unknown:
+        raise SystemExit(f"unknown --modes {sorted(unknown)}: use local, cluster, s3")
+    report: list[tuple[str, float, int]] = []
+    results: dict[str, tuple[int, int, int, int]] = {}
     with serve("--config", f"log.segment.bytes={args.segment_bytes}", data_dir=directory) as (
         bootstrap, _proc, data_dir
     ):
@@ -249,23 +314,39 @@ def run(args: argparse.Namespace, records: int, directory: str) -> None:
         print(f"segments: {mb:,.1f} MB in {len(files)} files, 2 partitions, {records:,} records, "
               f"{args.value_size} B {args.payload} values, codec {args.codec} (produced in {produce_s:.1f} s)")
 
-        times, spark_result, tasks, ceiling_s = spark_aggregate(data_dir, args.master, args.runs, args.value_size,
-                                                                args.ceiling)
-        for i, t in enumerate(times):
-            label = "cold" if i == 0 else "warm"
-            print(f"spark {args.master}, {tasks} tasks, aggregate ({label}): {t:7.2f} s "
-                  f"{spark_result[0] / t:12,.0f} records/s {mb / t:9.1f} MB/s")
-        if ceiling_s is not None:
-            print(f"spark, same rows from ready-made Arrow batches: {ceiling_s:7.2f} s "
-                  f"{spark_result[0] / ceiling_s:12,.0f} records/s  (no file reading or decoding)")
+        def show(label: str, times: list[float], result: tuple[int, int, int, int]) -> None:
+            for i, t in enumerate(times):
+                print(f"{label} ({'cold' if i == 0 else 'warm'}): {t:7.2f} s {result[0] / t:12,.0f} records/s "
+                      f"{mb / t:9.1f} MB/s")
+            report.append((label, min(times), result[0]))
+            results[label] = result
+
+        if "local" in modes:
+            times, result, tasks, ceiling_s = spark_aggregate(data_dir, args.master, args.runs, args.value_size,
+                                                              args.ceiling)
+            show(f"spark {args.master}, {tasks} tasks, local files", times, result)
+            if ceiling_s is not None:
+                print(f"spark, same rows from ready-made Arrow batches: {ceiling_s:7.2f} s "
+                      f"{result[0] / ceiling_s:12,.0f} records/s  (no file reading or decoding)")
+        if "cluster" in modes:
+            times, result, tasks = cluster_aggregate(data_dir, args)
+            show(f"spark standalone, 2 workers x 1 core, {tasks} tasks, local files", times, result)
+        if "s3" in modes:
+            times, result, tasks, upload_s = s3_aggregate(data_dir, args)
+            print(f"(copied to the S3 server in {upload_s:.1f} s)")
+            show(f"spark local[2], {tasks} tasks, s3:// (moto server)", times, result)
         consume_s, consumer_result = consume(bootstrap)
         print(f"kafka-python consumer from the broker : {consume_s:7.2f} s {consumer_result[0] / consume_s:12,.0f} "
               f"records/s {mb / consume_s:9.1f} MB/s")
-        best = min(times)
-        print(f"spark (best) / consumer: {consume_s / best:.1f}x faster")
-    if spark_result != consumer_result or spark_result[0] != records:
-        raise SystemExit(f"results differ: spark {spark_result}, consumer {consumer_result}, produced {records}")
-    print(f"same records seen by both: count={records:,} value bytes={spark_result[2]:,} max offset={spark_result[3]}")
+    print()
+    print(f"{'reader (best run)':58} {'s':>7} {'records/s':>12} {'MB/s':>8} {'vs consumer':>12}")
+    for label, best, count in report + [("kafka-python consumer", consume_s, consumer_result[0])]:
+        print(f"{label:58} {best:7.2f} {count / best:12,.0f} {mb / best:8.1f} {consume_s / best:11.1f}x")
+    for label, result in results.items():
+        if result != consumer_result or result[0] != records:
+            raise SystemExit(f"results differ: {label} {result}, consumer {consumer_result}, produced {records}")
+    print(f"same records seen by all: count={records:,} value bytes={consumer_result[2]:,} "
+          f"max offset={consumer_result[3]}")
 
 
 if __name__ == "__main__":

@@ -345,3 +345,120 @@ class CountingProxy:
     def close(self) -> None:
         self._server.close()
         self._accept.join(timeout=10)
+
+
+def spark_class() -> str:
+    import pyspark
+
+    return os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
+
+
+class StandaloneCluster:
+    """A Spark standalone master and ``workers`` workers (one core, 1 GiB each) as child processes
+    on 127.0.0.1, started with the pyspark installation's ``spark-class``; workers' Python workers
+    import minikafka from ``pythonpath``."""
+
+    def __init__(self, workdir: Any, workers: int = 2, pythonpath: str | None = None) -> None:
+        import subprocess
+        from pathlib import Path
+
+        self.workdir = Path(workdir)
+        self.port = free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        root = pythonpath or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_MASTER_HOST": "127.0.0.1",
+                    "PYTHONPATH": root, "SPARK_NO_DAEMONIZE": "1"}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+        try:
+            self._start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                                   str(self.port), "--webui-port", str(free_port())])
+            wait_for_port(self.port, self.procs[0], timeout=120)
+            for i in range(workers):
+                self._start(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                                           "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
+                                           "--work-dir", str(self.workdir / f"worker{i}")])
+            self._wait_for_workers(workers)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, name: str, args: list[str]) -> None:
+        import subprocess
+
+        log = self.workdir / f"{name}.log"
+        self.logs.append(log)
+        with open(log, "wb") as out:
+            self.procs.append(subprocess.Popen([spark_class(), *args], env=self.env, stdout=out,
+                                               stderr=subprocess.STDOUT, cwd=self.workdir))
+
+    def _wait_for_workers(self, count: int, timeout: float = 120) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.logs[0].read_text(errors="replace").count("Registering worker") >= count:
+                return
+            if any(p.poll() is not None for p in self.procs):
+                break
+            time.sleep(0.2)
+        raise RuntimeError("workers did not register:\n" + "\n".join(p.read_text()[-2000:] for p in self.logs))
+
+    def stop(self) -> None:
+        import subprocess
+
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=30)
+
+
+class S3Server:
+    """moto's S3 server (``moto_server``, a real S3-protocol HTTP server) on 127.0.0.1 that checks
+    access keys: one IAM user with an allow-all policy and a key pair, and one bucket."""
+
+    ALLOW_ALL = ('{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", '
+                 '"Resource": "*"}]}')
+
+    def __init__(self, workdir: Any, bucket: str) -> None:
+        import subprocess
+        import sys
+
+        import boto3
+
+        self.port = free_port()
+        self.bucket = bucket
+        self._log = open(os.path.join(str(workdir), "moto.log"), "w")  # noqa: SIM115
+        # The first three requests (the IAM user, its policy, its key) run before keys are checked.
+        env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3"}
+        server = os.path.join(os.path.dirname(sys.executable), "moto_server")
+        self.proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(self.port)], env=env, stdout=self._log,
+                                     stderr=subprocess.STDOUT)
+        try:
+            wait_for_port(self.port, self.proc)
+            direct = f"http://127.0.0.1:{self.port}"
+            iam = boto3.client("iam", endpoint_url=direct, aws_access_key_id="setup",
+                               aws_secret_access_key="setup", region_name="us-east-1")
+            iam.create_user(UserName="spark")
+            iam.put_user_policy(UserName="spark", PolicyName="all", PolicyDocument=self.ALLOW_ALL)
+            key = iam.create_access_key(UserName="spark")["AccessKey"]
+            self.access_key, self.secret_key = key["AccessKeyId"], key["SecretAccessKey"]
+            boto3.client("s3", endpoint_url=direct, aws_access_key_id=self.access_key,
+                         aws_secret_access_key=self.secret_key, region_name="us-east-1").create_bucket(Bucket=bucket)
+        except BaseException:
+            self.stop()
+            raise
+
+    def options(self, port: int | None = None) -> dict[str, str]:
+        """The data source's connection options, through ``port`` (a relay) or straight to the server."""
+        return {"fs.s3a.endpoint": f"http://127.0.0.1:{port or self.port}", "fs.s3a.access.key": self.access_key,
+                "fs.s3a.secret.key": self.secret_key}
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self._log.close()

@@ -11,10 +11,8 @@ directories) must fail with an error saying so, not return an empty result.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,67 +22,11 @@ import pytest
 from minikafka.broker.embedded import BrokerThread
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import create_topic
-from tests.spark_helpers import free_port, project, spark, spark_rows, wait_for_port  # noqa: F401
+from tests.spark_helpers import StandaloneCluster, project, spark, spark_rows  # noqa: F401
 from tests.test_spark_broker import consume_all, kafka_python_produce, make_records
 
 ROOT = Path(__file__).resolve().parent.parent
 COLS = ["topic", "partition", "offset", "key", "value", "timestamp_ms", "timestampType", "headers"]
-
-
-def spark_class() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
-
-
-class StandaloneCluster:
-    """A Spark standalone master and ``workers`` workers as child processes (one JVM each)."""
-
-    def __init__(self, workdir: Path, workers: int = 2) -> None:
-        self.workdir = workdir
-        self.port = free_port()
-        self.url = f"spark://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_MASTER_HOST": "127.0.0.1",
-                    "PYTHONPATH": str(ROOT), "SPARK_NO_DAEMONIZE": "1"}
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.logs: list[Path] = []
-        self._start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                               str(self.port), "--webui-port", str(free_port())])
-        wait_for_port(self.port, self.procs[0], timeout=120)
-        for i in range(workers):
-            self._start(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                                       "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()),
-                                       "--work-dir", str(workdir / f"worker{i}")])
-        self._wait_for_workers(workers)
-
-    def _start(self, name: str, args: list[str]) -> None:
-        log = self.workdir / f"{name}.log"
-        self.logs.append(log)
-        with open(log, "wb") as out:
-            self.procs.append(subprocess.Popen([spark_class(), *args], env=self.env, stdout=out,
-                                               stderr=subprocess.STDOUT, cwd=self.workdir))
-
-    def _wait_for_workers(self, count: int, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.logs[0].read_text(errors="replace")
-            if text.count("Registering worker") >= count:
-                return
-            dead = [p for p in self.procs if p.poll() is not None]
-            if dead:
-                break
-            time.sleep(0.2)
-        raise RuntimeError("workers did not register:\n" + "\n".join(p.read_text()[-2000:] for p in self.logs))
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

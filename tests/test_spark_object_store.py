@@ -8,7 +8,6 @@ slice of a segment downloads that slice (ranged GETs), not the whole object.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -21,13 +20,13 @@ import pytest
 from tests.spark_helpers import (
     CountingProxy,
     LogDirWriter,
+    S3Server,
     build_batch,
     expected_rows,
     free_port,
     project,
     spark,  # noqa: F401  (session fixture)
     spark_rows,
-    wait_for_port,
 )
 
 pytest.importorskip("moto", reason="the object-store tests need moto[server]")
@@ -37,44 +36,20 @@ MINIKAFKA = str(Path(sys.executable).with_name("minikafka"))
 T0 = 1_700_000_000_000
 BUCKET = "minikafka-data"
 COLS = ["topic", "partition", "offset", "key", "value", "timestamp_ms", "timestampType", "headers"]
-ALLOW_ALL = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
 
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory) -> Iterator[dict[str, Any]]:
-    """A moto S3 server that checks access keys, one user with a key pair, a bucket, and a
-    byte-counting relay in front of it."""
-    import boto3
-
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")  # noqa: SIM115
-    # The first three requests (the IAM user, its policy, its key) run before keys are checked.
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3"}
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    """A moto S3 server that checks access keys, a bucket, and a byte-counting relay in front."""
+    server = S3Server(tmp_path_factory.mktemp("moto"), BUCKET)
     proxy = None
     try:
-        wait_for_port(port, proc)
-        direct = f"http://127.0.0.1:{port}"
-        iam = boto3.client("iam", endpoint_url=direct, aws_access_key_id="setup", aws_secret_access_key="setup",
-                           region_name="us-east-1")
-        iam.create_user(UserName="spark")
-        iam.put_user_policy(UserName="spark", PolicyName="all", PolicyDocument=ALLOW_ALL)
-        key = iam.create_access_key(UserName="spark")["AccessKey"]
-        boto3.client("s3", endpoint_url=direct, aws_access_key_id=key["AccessKeyId"],
-                     aws_secret_access_key=key["SecretAccessKey"], region_name="us-east-1").create_bucket(Bucket=BUCKET)
-        proxy = CountingProxy(port)
-        yield {
-            "proxy": proxy,
-            "options": {"fs.s3a.endpoint": f"http://127.0.0.1:{proxy.port}", "fs.s3a.access.key": key["AccessKeyId"],
-                        "fs.s3a.secret.key": key["SecretAccessKey"]},
-        }
+        proxy = CountingProxy(server.port)
+        yield {"proxy": proxy, "options": server.options(proxy.port)}
     finally:
         if proxy is not None:
             proxy.close()
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+        server.stop()
 
 
 @pytest.fixture(scope="module")
