@@ -34,6 +34,8 @@ KINDS = {
     "setup": "runs it as written in a copy of the repository (a fresh venv), until the broker answers",
     "docker": "run as written by tests/test_docker.py (it needs a container engine)",
     "spark": "run as written by tests/test_docs.py with a SparkSession (it needs Java and PySpark)",
+    "spark-example": "run as written by the Spark test that asks tests/doc_examples.py for it by the name "
+                     "in its first line (# example: NAME), with its placeholders replaced",
     "output": "a diagram or a dump of bytes, not a command",
 }
 

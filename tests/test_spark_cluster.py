@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from minikafka.broker.embedded import BrokerThread
+from tests.doc_examples import example
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import create_topic
 from tests.spark_helpers import StandaloneCluster, project, spark, spark_rows  # noqa: F401
@@ -51,24 +52,15 @@ def broker_data(tmp_path_factory) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         broker.stop()
 
 
-DRIVER = r'''
+# The driver: the cluster example of docs/spark.md as written, then the test's own checks.
+CHECKS = r'''
 import json, os, sys, time
-from pyspark.sql import SparkSession
-from minikafka.spark_export import register
-
 master, data_dir, out = sys.argv[1:4]
-spark = (SparkSession.builder.master(master).appName("minikafka-cluster-test")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.executor.memory", "512m").config("spark.executor.cores", "1")
-         .config("spark.cores.max", "2").config("spark.sql.session.timeZone", "UTC")
-         .config("spark.task.maxFailures", "1").getOrCreate())
-register(spark)
 jsc = spark.sparkContext._jsc.sc()
 deadline = time.monotonic() + 120
 while jsc.getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:  # the driver + 2 executors
     time.sleep(0.2)
-result = {"executors": jsc.getExecutorMemoryStatus().size() - 1}
-df = spark.read.format("minikafka").option("includeHeaders", "true").load(data_dir)
+result = {"executors": jsc.getExecutorMemoryStatus().size() - 1, "count": df.count()}
 result["partitions"] = df.rdd.getNumPartitions()
 rows = []
 for r in df.orderBy("topic", "partition", "offset").collect():
@@ -91,6 +83,10 @@ with open(out, "w") as f:
     json.dump(result, f)
 spark.stop()
 '''
+#: What the 1-core, 1 GiB workers can hold, passed the way spark-submit options reach a Python driver.
+SUBMIT_ARGS = ("--conf spark.executor.memory=512m --conf spark.executor.cores=1 --conf spark.cores.max=2 "
+               "--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
+               "--conf spark.sql.session.timeZone=UTC --conf spark.task.maxFailures=1 pyspark-shell")
 
 
 def _decode(row: list[Any]) -> dict[str, Any]:
@@ -105,12 +101,15 @@ def test_standalone_cluster_reads_what_the_consumer_and_local_mode_read(spark, c
                                                                        tmp_path):
     data_dir, consumed = broker_data
     out = tmp_path / "result.json"
-    env = {**cluster.env, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.run([sys.executable, "-c", DRIVER, cluster.url, data_dir, str(out)], env=env, cwd=tmp_path,
+    driver = example("cluster", {"spark://spark-master:7077": cluster.url, "/opt/minikafka/bin/python": sys.executable,
+                                 "/mnt/shared/minikafka": data_dir}) + CHECKS
+    env = {**cluster.env, "PYSPARK_SUBMIT_ARGS": SUBMIT_ARGS}
+    proc = subprocess.run([sys.executable, "-c", driver, cluster.url, data_dir, str(out)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0 and out.exists(), proc.stderr[-4000:]
     result = json.loads(out.read_text())
     assert result["executors"] == 2
+    assert f"\n{len(consumed)}\n" in f"\n{proc.stdout}"  # the example's print(df.count())
     assert result["partitions"] >= 3
     got = [_decode(r) for r in result["rows"]]
     assert len(got) == len(consumed) == 900

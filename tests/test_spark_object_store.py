@@ -150,3 +150,15 @@ def test_bad_credentials_or_endpoint_fail_with_a_clear_error(spark, s3, uploaded
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot read s3://" in lines[0]
+
+
+def test_the_object_store_example_of_the_docs_runs_as_written(spark, s3, uploaded):  # noqa: F811
+    from tests.doc_examples import example
+
+    opts = s3["options"]
+    code = example("object-store", {
+        "http://minio.internal:9000": opts["fs.s3a.endpoint"], "AKIAEXAMPLE": opts["fs.s3a.access.key"],
+        '"SECRET"': repr(opts["fs.s3a.secret.key"]), "s3://analytics/minikafka/broker-1": uploaded["url"]})
+    namespace = {"spark": spark}
+    exec(code, namespace)
+    assert namespace["df"].count() == len(expected_rows(uploaded["root"], ["orders"]))

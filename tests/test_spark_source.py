@@ -316,3 +316,4 @@ def test_export_reads_exactly_the_planned_snapshot_while_the_log_grows(spark, tm
     assert {r["value"] for r in got} == {b"v%d" % b for b in range(2, 6)}
     unpinned = spark.read.format("minikafka").options(**opts).load(str(tmp_path / "d")).count()
     assert unpinned == 30
+

@@ -167,3 +167,17 @@ def test_rate_limit_shares_offsets_in_proportion_to_each_backlog():
     assert limited == {("t", 0): 30, ("t", 1): 110, ("t", 2): 5}
     assert rate_limit(begin, end, 1000) == end
     assert rate_limit({("t", 0): 0, ("t", 1): 0}, {("t", 0): 1, ("t", 1): 1}, 1) == {("t", 0): 1, ("t", 1): 0}
+
+
+def test_the_streaming_example_of_the_docs_runs_as_written(spark, tmp_path):  # noqa: F811
+    from tests.doc_examples import example
+
+    w = LogDirWriter(str(tmp_path / "d"))
+    for b in range(5):
+        w.append("orders", b % 2, build_batch([(b"k", b"o-%d-%d" % (b, i), T0 + b, []) for i in range(4)]))
+    w.close()
+    code = example("streaming", {"/var/lib/minikafka": str(tmp_path / "d"), "/data/orders-checkpoint":
+                                 str(tmp_path / "ck"), "/data/orders": str(tmp_path / "out")})
+    exec(code, {"spark": spark})
+    values = sorted(bytes(r["value"]) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert values == sorted(b"o-%d-%d" % (b, i) for b in range(5) for i in range(4))
