@@ -343,6 +343,12 @@ class CountingProxy:
             done.wait()  # the pair's sockets close when both directions are done
 
     def close(self) -> None:
+        import socket
+
+        try:
+            self._server.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+        except OSError:
+            pass
         self._server.close()
         self._accept.join(timeout=10)
 
@@ -405,13 +411,17 @@ class StandaloneCluster:
         raise RuntimeError("workers did not register:\n" + "\n".join(p.read_text()[-2000:] for p in self.logs))
 
     def stop(self) -> None:
+        """SIGTERM, and SIGKILL for a daemon still shutting down after 5 s (nothing of a throwaway
+        test cluster needs a graceful end)."""
         import subprocess
+        import time
 
         for proc in reversed(self.procs):
             proc.terminate()
+        deadline = time.monotonic() + 5
         for proc in self.procs:
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=30)

@@ -14,7 +14,7 @@ Kafka's source: ``ProducerStateManager.java``, ``TransactionIndex.java``, ``LogS
 
 So the reader walks the batch headers of a partition once, from its first segment (a transaction
 that started before the range being read can still be open, or aborted inside it), reading only
-the 61-byte headers plus the few bytes of each marker's key. Every producer id's transaction is
+the 61-byte headers plus each marker (78 bytes, parsed by :func:`minikafka.storage.control.parse_marker`). Every producer id's transaction is
 opened by its first transactional data batch and closed by that producer id's next marker, which
 says whether it committed or aborted. Nothing is taken from the ``.txnindex`` or the producer
 snapshots, so the answer is the same after a crash that left them stale.
@@ -22,18 +22,12 @@ snapshots, so the answer is the same after a crash that left them stale.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from minikafka.spark_export.files import Files
 from minikafka.spark_export.layout import PartitionDir
 from minikafka.spark_export.offsets import iter_headers
-from minikafka.storage.batch import HEADER_SIZE
-
-#: Control record types (the second int16 of a marker's key).
-ABORT = 0
-COMMIT = 1
-_KEY = struct.Struct(">hh")
+from minikafka.storage.control import parse_marker
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,40 +43,6 @@ class AbortedTxn:
 class TxnState:
     last_stable_offset: int
     aborted: tuple[AbortedTxn, ...]
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint at ``pos``: (value, next position)."""
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def marker_type(section: bytes) -> int | None:
-    """ABORT or COMMIT from a control batch's records section; None if it is not a marker."""
-    try:
-        pos = _varint(section, 0)[1]  # record length
-        pos += 1  # attributes
-        pos = _varint(section, pos)[1]  # timestamp delta
-        pos = _varint(section, pos)[1]  # offset delta
-        key_len, pos = _varint(section, pos)
-        if key_len < 4 or pos + 4 > len(section):
-            return None
-        _version, kind = _KEY.unpack_from(section, pos)
-    except (IndexError, ValueError, struct.error):
-        return None
-    return kind if kind in (ABORT, COMMIT) else None
-
-
-#: Bytes of a marker batch read after its header: its one record's key sits within them.
-_MARKER_PEEK = 32
 
 
 def transaction_state(files: Files, pdir: PartitionDir, log_end: int) -> TxnState:
@@ -107,11 +67,11 @@ def transaction_state(files: Files, pdir: PartitionDir, log_end: int) -> TxnStat
                 first = open_txns.pop(pid, None)
                 if first is None:
                     continue  # a marker whose transaction began before the log start
-                kind = marker_type(fd.pread(_MARKER_PEEK, position + HEADER_SIZE))
-                if kind == ABORT:
-                    aborted.append(AbortedTxn(pid, first, header.base_offset))
-                elif kind is None:  # not a readable marker: keep the transaction open (hold the LSO)
+                marker = parse_marker(fd.pread(header.size, position), header)
+                if marker is None:  # not a readable marker: keep the transaction open (hold the LSO)
                     open_txns[pid] = first
+                elif not marker.commit:
+                    aborted.append(AbortedTxn(pid, first, header.base_offset))
         finally:
             fd.close()
     lso = min(open_txns.values(), default=log_end)
