@@ -14,9 +14,9 @@ Kafka's source: ``ProducerStateManager.java``, ``TransactionIndex.java``, ``LogS
 
 So the reader walks the batch headers of a partition once, from its first segment (a transaction
 that started before the range being read can still be open, or aborted inside it), reading only
-the 61-byte headers plus each marker (78 bytes, parsed by :func:`minikafka.storage.control.parse_marker`). Every producer id's transaction is
-opened by its first transactional data batch and closed by that producer id's next marker, which
-says whether it committed or aborted. Nothing is taken from the ``.txnindex`` or the producer
+the 61-byte headers plus each 78-byte marker (parsed by :mod:`minikafka.storage.control`). Every
+producer id's transaction is opened by its first transactional data batch and closed by that
+producer id's next marker, which says whether it committed or aborted. Nothing is taken from the ``.txnindex`` or the producer
 snapshots, so the answer is the same after a crash that left them stale.
 """
 
