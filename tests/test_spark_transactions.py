@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from minikafka.broker.embedded import BrokerThread
 from minikafka.spark_export.export import add_parser, run_export
@@ -30,16 +29,15 @@ from minikafka.spark_export.transactions import AbortedTxn, transaction_state
 from minikafka.storage.log import PartitionLog
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import create_topic
-from tests.spark_helpers import spark  # noqa: F401
+from tests.spark_helpers import build_batch, spark  # noqa: F401
 from tests.storage_helpers import TS, topic_config
 
 A, B = 1000, 2000  # two transactional producers' ids
 
 
 def _batch(value: bytes, pid: int = -1, seq: int = -1, transactional: bool = False) -> bytearray:
-    builder = DefaultRecordBatchBuilder(2, 0, transactional, pid, 0 if pid >= 0 else -1, seq, 1 << 30)
-    builder.append(0, TS, b"k", value, [])
-    return bytearray(builder.build())
+    return build_batch([(b"k", value, TS, [])], producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                       base_sequence=seq, transactional=transactional)
 
 
 class History:

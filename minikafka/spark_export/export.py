@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Any, TextIO
 
+from minikafka.spark_export.upload import parse_key_values
+
 FORMATS = ("parquet", "json", "csv")
 
 
@@ -89,11 +91,7 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
     opts["includeProducerFields"] = str(bool(args.include_producer_fields)).lower()
     opts["failOnDataLoss"] = str(not args.skip_damaged).lower()
     opts["isolationLevel"] = args.isolation_level
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--option expects KEY=VALUE, got {item!r}")
-        opts[key.strip()] = value
+    opts.update(parse_key_values(args.option))
     return opts
 
 

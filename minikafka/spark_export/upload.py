@@ -35,6 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def parse_key_values(items: list[str]) -> dict[str, str]:
+    """``--option KEY=VALUE`` arguments as options (names are case-insensitive: lower-cased)."""
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
