@@ -8,8 +8,8 @@ minikafka, including the ``export`` command's argument parser, works without it.
 
 from __future__ import annotations
 
+import functools
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -25,8 +25,11 @@ class WorkerPythonError(RuntimeError):
     """Spark's Python workers would run an interpreter that cannot import minikafka."""
 
 
+@functools.lru_cache(maxsize=8)  # one check per interpreter and process
 def _cannot_import(python: str) -> str | None:
     """Why ``python`` cannot run the data source's workers on this machine, or None if it can."""
+    import subprocess
+
     try:
         result = subprocess.run([python, "-c", _WORKER_IMPORT], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
