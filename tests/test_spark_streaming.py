@@ -145,11 +145,14 @@ def test_starting_offsets_latest_and_json_and_new_data_as_it_lands(spark, tmp_pa
         assert rows_latest == []
         assert rows_json == [(o, f"old-{o // 5}") for o in range(12, 20)]
         w.append("t", 0, build_batch([(b"k", b"new", T0 + 9, [])] * 3))
+        w.append("t", 1, build_batch([(b"k", b"new-partition", T0 + 9, [])] * 2))  # appears mid-stream
         latest.processAllAvailable()
         from_json.processAllAvailable()
-        new = [(o, "new") for o in range(20, 23)]
+        # new records of a known partition, and a new partition from its earliest offset
+        new = [(0, "new-partition"), (1, "new-partition")] + [(o, "new") for o in range(20, 23)]
         assert sorted(tuple(r) for r in spark.table("from_latest").collect()) == new
-        assert sorted(tuple(r) for r in spark.table("from_json").collect())[-3:] == new
+        got = sorted(tuple(r) for r in spark.table("from_json").collect())
+        assert [r for r in got if r[1].startswith("new")] == new
     finally:
         latest.stop()
         from_json.stop()

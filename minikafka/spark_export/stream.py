@@ -23,7 +23,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from minikafka.spark_export.options import OffsetLimit, ReadOptions, TopicPartition
+from minikafka.spark_export.options import EARLIEST, OffsetLimit, ReadOptions, TopicPartition
 
 try:  # Spark 4.2+: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -100,8 +100,10 @@ class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: Offsets, limit: Any) -> Offsets:
-        begin = from_json_offsets(start)
+    def latestOffset(self, start: Offsets | None = None, limit: Any = None) -> Offsets:
+        """The end of the next micro-batch. Spark 4.0/4.1 call it without arguments (no admission
+        control): then it is simply the latest readable offset of every partition."""
+        begin = from_json_offsets(start or {})
         bounds = self._bounds()
         end = dict(begin)  # partitions no longer listed keep their position
         for tp, (earliest, latest) in bounds.items():
@@ -128,7 +130,8 @@ class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         from minikafka.spark_export.source import SlicePartition
 
         begin, stop = from_json_offsets(start), from_json_offsets(end)
-        wanted = {tp: (begin.get(tp, e), e) for tp, e in stop.items() if begin.get(tp, e) < e}
+        # a partition that is not in ``start`` appeared since the last micro-batch: from its earliest
+        wanted = {tp: (begin.get(tp, EARLIEST), e) for tp, e in stop.items() if begin.get(tp, EARLIEST) < e}
         if not wanted:
             return []
         files: Files = self.opts.storage.files()
