@@ -131,14 +131,27 @@ class LocalFiles:
         return path
 
 
+#: Small reads (batch headers, markers, index probes) fetch this much at once, so a walk over the
+#: headers of a segment in object storage costs one GET per block rather than one per batch.
+READ_AHEAD = 64 << 10
+
+
 class _ArrowFile:
-    __slots__ = ("f",)
+    __slots__ = ("f", "_block", "_block_start")
 
     def __init__(self, f: Any) -> None:
         self.f = f
+        self._block = b""
+        self._block_start = 0
 
     def pread(self, size: int, position: int) -> bytes:
-        return self.f.read_at(size, position)
+        if size >= READ_AHEAD:
+            return self.f.read_at(size, position)
+        offset = position - self._block_start
+        if not (0 <= offset and offset + size <= len(self._block)):
+            self._block = self.f.read_at(READ_AHEAD, position)  # shorter at the end of the file
+            self._block_start, offset = position, 0
+        return self._block[offset : offset + size]
 
     def close(self) -> None:
         self.f.close()
