@@ -26,6 +26,7 @@ from tests.scenario_helpers import create_topic
 from tests.spark_helpers import StandaloneCluster, project, spark, spark_rows  # noqa: F401
 from tests.test_spark_broker import consume_all, kafka_python_produce, make_records
 
+pytestmark = pytest.mark.spark_scale
 ROOT = Path(__file__).resolve().parent.parent
 COLS = ["topic", "partition", "offset", "key", "value", "timestamp_ms", "timestampType", "headers"]
 

@@ -31,6 +31,7 @@ from tests.spark_helpers import (
 
 pytest.importorskip("moto", reason="the object-store tests need moto[server]")
 
+pytestmark = pytest.mark.spark_scale
 ROOT = Path(__file__).resolve().parent.parent
 MINIKAFKA = str(Path(sys.executable).with_name("minikafka"))
 T0 = 1_700_000_000_000

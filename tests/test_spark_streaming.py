@@ -19,6 +19,7 @@ from tests.scenario_helpers import create_topic
 from tests.spark_helpers import LogDirWriter, build_batch, spark  # noqa: F401
 from tests.test_spark_broker import consume_all
 
+pytestmark = pytest.mark.spark_scale
 T0 = 1_700_000_000_000
 MAX_PER_TRIGGER = 300
 
