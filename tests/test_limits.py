@@ -163,7 +163,7 @@ def _broker_buffers(broker: BrokerThread) -> list[tuple[int, int]]:
 
     def read() -> list[tuple[int, int]]:
         assert broker.broker is not None
-        return [(conn.writer.transport.get_write_buffer_size(), len(getattr(conn.reader, "_buffer", b"")))
+        return [(conn.transport.get_write_buffer_size(), conn.reader.buffered)
                 for conn in broker.broker._connections]
 
     return broker.call(read)

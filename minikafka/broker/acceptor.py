@@ -19,13 +19,16 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from minikafka.protocol.framing import FrameReader
+
 log = logging.getLogger("minikafka.broker")
 
 #: At most this many connections are accepted per readiness event, so a flood of connects
 #: cannot hold the loop for long either.
 ACCEPTS_PER_WAKEUP = 512
 
-ClientCallback = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+#: ``client_connected(reader, transport)`` serves one accepted connection (in a task of its own).
+ClientCallback = Callable[[FrameReader, asyncio.Transport], Awaitable[None]]
 
 
 def bind_sockets(host: str, port: int, backlog: int) -> list[socket.socket]:
@@ -56,11 +59,13 @@ def bind_sockets(host: str, port: int, backlog: int) -> list[socket.socket]:
 
 
 class Acceptor:
-    """Serves one or more listening sockets with ``client_connected`` (as ``start_server`` would)."""
+    """Serves one or more listening sockets with ``client_connected`` (as ``start_server`` would).
+
+    ``limit`` is the largest frame read from a new connection until its handler changes it."""
 
     def __init__(self, sockets: list[socket.socket], client_connected: ClientCallback,
                  ssl_context: ssl.SSLContext | None = None, ssl_handshake_timeout: float | None = None,
-                 limit: int = 1 << 20) -> None:
+                 limit: int = 100 * 1024 * 1024) -> None:
         self.sockets = sockets
         self._client_connected = client_connected
         self._ssl = ssl_context
@@ -93,16 +98,19 @@ class Acceptor:
             task.add_done_callback(self._pending.discard)
 
     async def _serve(self, conn: socket.socket) -> None:
-        reader = asyncio.StreamReader(limit=self._limit)
-        protocol = asyncio.StreamReaderProtocol(reader, self._client_connected)
+        reader = FrameReader(self._limit)
         try:
-            await self._loop.connect_accepted_socket(
-                lambda: protocol, conn, ssl=self._ssl,
+            transport, _ = await self._loop.connect_accepted_socket(
+                lambda: reader, conn, ssl=self._ssl,
                 ssl_handshake_timeout=self._handshake_timeout if self._ssl is not None else None)
         except (OSError, ssl.SSLError, TimeoutError, asyncio.CancelledError) as exc:
             # a failed TLS handshake, or a client gone before we got to it
             log.debug("dropped a connection before it was served: %s", exc)
             conn.close()
+            return
+        # The connection is served in a task of its own, as start_server does: closing the
+        # acceptor cancels connections still being accepted, not the ones being served.
+        self._loop.create_task(self._client_connected(reader, transport))
 
     def close(self) -> None:
         if self._serving:

@@ -2,8 +2,12 @@
 
 Kafka mutes a connection while one of its requests is in progress, so pipelined requests are
 handled one after another (reference §0.1 rule 9). Here the same falls out of a single loop per
-connection: read a frame, handle it to completion, queue its response, read the next.
+connection: take a frame, handle it to completion, queue its response, take the next.
 Different connections run concurrently on the event loop and take turns, one request each.
+
+The answers to the frames of one read go out together, in one write per connection, when the
+last of them is handled; a handler that has to wait (a long poll, an fsync, a fault's delay)
+sends the answers queued before it first, so no answer waits for a later request.
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ import asyncio
 import logging
 import socket
 import time
+import types
+from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.context import CloseConnection, RequestContext
-from minikafka.protocol.framing import FrameTooLarge, frame, read_frame
-from minikafka.protocol.headers import MalformedRequest, RequestHeader, parse_request_header, response_header
-from minikafka.protocol.nulls import check_request_nulls
+from minikafka.protocol import fast
+from minikafka.protocol.framing import FrameReader
+from minikafka.protocol.headers import MalformedRequest, RequestHeader, parse_request_header
 
 if TYPE_CHECKING:
     from minikafka.broker.listeners import Listener
@@ -29,18 +35,21 @@ log = logging.getLogger("minikafka.connection")
 API_VERSIONS_KEY = 18
 #: Pause reading when this many response bytes wait for a slow reader.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+#: Queued answers are written at once when they reach this many bytes, without waiting for the
+#: rest of their read's requests.
+FLUSH_BYTES = 256 * 1024
 
 
 class Connection:
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    def __init__(self, broker: Broker, reader: FrameReader, transport: asyncio.Transport,
                  listener: Listener | None = None) -> None:
         self.broker = broker
         self.listener = listener
         self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        sock = writer.get_extra_info("socket")
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -50,6 +59,9 @@ class Connection:
         self.in_request = False
         #: monotonic time of the last complete request or response; the idle sweeper reads it
         self.last_active = time.monotonic()
+        #: answers not yet handed to the transport, in request order
+        self._out: list[bytes | bytearray | memoryview] = []
+        self._out_bytes = 0
         self.sasl: SaslSession | None = None
         if listener is not None and listener.uses_sasl:
             from minikafka.broker.sasl import SaslSession
@@ -58,22 +70,23 @@ class Connection:
 
     async def run(self) -> None:
         broker = self.broker
+        reader = self.reader
         max_bytes = broker.config.get("socket.request.max.bytes")
         # Kafka reads at most sasl.server.max.receive.size bytes per frame before authentication.
         pre_auth_max = min(max_bytes, broker.config.get("sasl.server.max.receive.size"))
         try:
             while not self.closed:
-                limit = pre_auth_max if self.sasl is not None and not self.sasl.complete else max_bytes
-                try:
-                    payload = await read_frame(self.reader, limit)
-                except FrameTooLarge as exc:
-                    log.warning("closing connection from %s: %s", self.peer, exc)
-                    return
-                except asyncio.IncompleteReadError:
-                    log.debug("connection from %s closed in the middle of a frame", self.peer)
-                    return
-                if payload is None:
-                    return
+                reader.limit = pre_auth_max if self.sasl is not None and not self.sasl.complete else max_bytes
+                if not reader.frames:
+                    self.flush()  # the answers to the last read's requests, in one write
+                    await reader.wait()
+                    if not reader.frames:
+                        if reader.error is not None:
+                            log.warning("closing connection from %s: %s", self.peer, reader.error)
+                        elif reader.partial:
+                            log.debug("connection from %s closed in the middle of a frame", self.peer)
+                        return
+                payload = reader.pop()
                 self.last_active = time.monotonic()
                 self.in_request = True
                 try:
@@ -82,8 +95,10 @@ class Connection:
                     self.in_request = False
                 if not keep_open:
                     return
-                if self.writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                    await self.writer.drain()
+                if self._out_bytes >= FLUSH_BYTES:
+                    self.flush()
+                if self.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+                    await reader.drained()
                 else:
                     # One request per connection per turn of the event loop: a client that
                     # pipelines must not hold the loop while other connections wait (Kafka
@@ -96,9 +111,10 @@ class Connection:
         finally:
             self.close()
 
-    async def handle_frame(self, payload: bytes) -> bool:
+    async def handle_frame(self, payload: bytes | memoryview) -> bool:
         """Handle one request; False when the connection must be closed."""
         if self.sasl is not None and not self.sasl.complete:
+            payload = bytes(payload)
             verdict = await self.sasl.screen(self, payload)  # before authentication: Kafka's SASL sequence
             if verdict is not None:
                 return verdict
@@ -132,8 +148,7 @@ class Connection:
             )
             return False
         try:
-            request = spec.request.decode(memoryview(payload)[header.size :], version=header.api_version)
-            check_request_nulls(spec.request, request, header.api_version)  # Kafka's parser refuses these
+            request = fast.decode_request(spec, header.api_version, memoryview(payload)[header.size :])
         except Exception as exc:  # the codec raises assorted errors on garbage
             log.warning(
                 "closing connection from %s: cannot decode %s v%d: %s: %s",
@@ -146,7 +161,7 @@ class Connection:
             return False
         ctx = RequestContext(broker, self, header)
         try:
-            response = await broker.dispatch(spec, ctx, request)
+            response = await self._eagerly(broker.dispatch(spec, ctx, request))
         except CloseConnection as exc:
             log.info("closing connection from %s after %s: %s", self.peer, spec.name, exc)
             return False
@@ -158,6 +173,18 @@ class Connection:
         broker.metrics.observe_request(spec.name, time.perf_counter() - started, len(payload) + 4)
         return True
 
+    async def _eagerly(self, handling: Coroutine[Any, Any, Any]) -> Any:
+        """Run a handler; if it has to wait, send the answers queued before it first.
+
+        Most handlers finish without waiting; stepping the coroutine once tells which ones do
+        not, before the event loop is given the turn."""
+        try:
+            waiting_on = handling.send(None)
+        except StopIteration as done:
+            return done.value
+        self.flush()
+        return await _resume(handling, waiting_on)
+
     def answer(self, header: RequestHeader, response: Any) -> None:
         """Queue ``response`` to the request ``header`` describes, in that request's version.
 
@@ -165,27 +192,68 @@ class Connection:
         always v0 (KIP-511).
         """
         flexible = header.flexible and header.api_key != API_VERSIONS_KEY
-        self.send(header.correlation_id, flexible, response.encode(version=header.api_version))
+        parts = fast.encode_response(header.api_key, header.api_version, response)
+        if parts is None:
+            self.send(header.correlation_id, flexible, response.encode(version=header.api_version))
+        else:
+            self.send_parts(header.correlation_id, flexible, parts)
 
     def send(self, correlation_id: int, flexible: bool, body: bytes | bytearray) -> None:
+        self.send_parts(correlation_id, flexible, [body])
+
+    def send_parts(self, correlation_id: int, flexible: bool, body: list[bytes | bytearray | memoryview]) -> None:
+        """Queue an answer whose body is ``body`` joined (parts are not copied)."""
         if self.closed:
             return
-        data = frame([response_header(correlation_id, flexible), body])
-        self.broker.metrics.bytes_out += len(data)
-        self.writer.write(data)
+        size = sum(map(len, body))
+        head = fast.frame_head(size, correlation_id, flexible)
+        self._out.append(head)
+        self._out.extend(body)
+        self._out_bytes += len(head) + size
+        self.broker.metrics.bytes_out += len(head) + size
         self.last_active = time.monotonic()
 
     def write_raw(self, data: bytes) -> None:
         """Bytes without a response header (SASL tokens after SaslHandshake v0)."""
         if not self.closed:
-            self.writer.write(data)
+            self._out.append(data)
+            self._out_bytes += len(data)
             self.last_active = time.monotonic()
+
+    def flush(self) -> None:
+        """Hand the queued answers to the transport in one call."""
+        if self._out:
+            out = self._out
+            self._out = []
+            self._out_bytes = 0
+            if not self.transport.is_closing():
+                self.transport.writelines(out)
 
     def close(self) -> None:
         if self.closed:
             return
+        self.flush()
         self.closed = True
         try:
-            self.writer.close()
+            self.transport.close()
         except Exception:  # transport already gone
             pass
+
+
+@types.coroutine
+def _resume(handling: Coroutine[Any, Any, Any], waiting_on: Any) -> Generator[Any, Any, Any]:
+    """Finish a coroutine already stepped once by hand, inside the current task: pass what it
+    waits on to the task, and the task's results (or cancellation) back to it."""
+    while True:
+        try:
+            result = yield waiting_on
+        except BaseException as exc:  # noqa: B036 - cancellation and errors go to the handler
+            try:
+                waiting_on = handling.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                waiting_on = handling.send(result)
+            except StopIteration as done:
+                return done.value

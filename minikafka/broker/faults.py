@@ -479,6 +479,6 @@ class FaultInjector:
         while (remaining := deadline - time.monotonic()) > 0:
             if not self.broker.started or conn.closed:
                 return
-            if until_client_leaves and (conn.reader.at_eof() or conn.writer.transport.is_closing()):
+            if until_client_leaves and (conn.reader.at_eof() or conn.transport.is_closing()):
                 return
             await asyncio.sleep(min(remaining, 0.02))

@@ -55,8 +55,8 @@ def _parse_overrides(text: str) -> dict[str, int]:
     return out
 
 
-def peer_ip(writer: asyncio.StreamWriter) -> str:
-    peer = writer.get_extra_info("peername")
+def peer_ip(transport: asyncio.BaseTransport) -> str:
+    peer = transport.get_extra_info("peername")
     if isinstance(peer, tuple) and peer:
         try:
             return str(ipaddress.ip_address(peer[0]))
@@ -114,7 +114,7 @@ async def close_idle_connections(broker: Broker) -> None:
             if not conn.in_request and not conn.closed and (now - conn.last_active) * 1000 >= idle_ms:
                 log.info("closing connection from %s: idle for more than %d ms (connections.max.idle.ms)",
                          conn.peer, idle_ms)
-                conn.writer.transport.abort()  # close() would wait for a slow reader to take queued bytes
+                conn.transport.abort()  # close() would wait for a slow reader to take queued bytes
                 conn.close()
 
 

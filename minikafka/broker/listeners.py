@@ -264,6 +264,7 @@ class ListenerSet:
         """Bind every listener (all or none: a busy port closes the ones already open). Connections
         wait in the listen backlog until :meth:`start_accepting`."""
         backlog = int(self.config.get("socket.listen.backlog.size"))
+        max_bytes = int(self.config.get("socket.request.max.bytes"))
         try:
             for listener in self.listeners:
                 host = listener.host or self.config.host
@@ -272,8 +273,13 @@ class ListenerSet:
                 except OSError as exc:
                     setting = f"listener {listener.name}" if str(self.config.get("listeners")).strip() else "host/port"
                     raise BindError(setting, host, listener.port, bind_reason(exc)) from exc
+                # the largest frame read before the connection says otherwise: before SASL
+                # authentication, Kafka reads at most sasl.server.max.receive.size bytes
+                limit = min(max_bytes, int(self.config.get("sasl.server.max.receive.size"))) \
+                    if listener.uses_sasl else max_bytes
                 server = Acceptor(sockets, functools.partial(on_connect, listener=listener),
-                                  ssl_context=listener.ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+                                  ssl_context=listener.ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
+                                  limit=limit)
                 self.servers.append(server)
                 listener.port = sockets[0].getsockname()[1]
         except BaseException:

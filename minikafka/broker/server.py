@@ -28,6 +28,7 @@ from minikafka.broker.producer_ids import ProducerIdAllocator
 from minikafka.broker.transactions import TransactionCoordinator
 from minikafka.config import BrokerConfig
 from minikafka.protocol.apis import ApiSpec
+from minikafka.protocol.framing import FrameReader
 from minikafka.startup_errors import BindError, DataDirError, KeyMaterialError
 from minikafka.storage.cleaner import LogCleaner
 from minikafka.storage.log_manager import LogManager
@@ -230,21 +231,21 @@ class Broker:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    async def _on_connect(self, reader: FrameReader, transport: asyncio.Transport,
                           listener: Listener | None = None) -> None:
         if not self.started:
-            writer.close()
+            transport.close()
             return
         # [limits] max.connections / max.connections.per.ip: refuse with a log line, as Kafka does
-        ip = peer_ip(writer)
+        ip = peer_ip(transport)
         refused = self.quotas.admit(ip)
         if refused is not None:
             log.warning("Rejected connection from %s: %s", ip, refused)
-            writer.close()
+            transport.close()
             return
         if listener is not None:
             current_listener.set(listener)  # [listeners] handlers advertise this listener's address
-        conn = Connection(self, reader, writer, listener)
+        conn = Connection(self, reader, transport, listener)
         self._connections.add(conn)
         self.metrics.connections_active += 1
         self.metrics.connections_total += 1

@@ -1,4 +1,4 @@
-"""Request header v1/v2 parsing and response header v0/v1 encoding (reference §2.1).
+"""Request header v1/v2 parsing (reference §2.1); response headers: :func:`minikafka.protocol.fast.frame_head`.
 
 Parsed by hand rather than through the codec: the header must be read before the API and its
 flexibility are known, and this is the hottest few bytes of every request.
@@ -10,7 +10,6 @@ import struct
 from dataclasses import dataclass
 
 _FIXED = struct.Struct(">hhih")
-_CORRELATION = struct.Struct(">i")
 
 
 class MalformedRequest(Exception):
@@ -82,9 +81,3 @@ def parse_request_header(frame: bytes | memoryview, flexible_of: object) -> Requ
         pos = skip_tagged_fields(frame, pos)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos, flexible)
 
-
-def response_header(correlation_id: int, flexible: bool) -> bytes:
-    """Response header v0 (correlation id) or v1 (plus an empty tagged-field section)."""
-    if flexible:
-        return _CORRELATION.pack(correlation_id) + b"\x00"
-    return _CORRELATION.pack(correlation_id)
