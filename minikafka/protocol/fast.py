@@ -2,11 +2,17 @@
 the hottest messages at the versions they are tested for.
 
 Every request and response goes through :func:`decode_request` and :func:`encode_response`.
-For most APIs and versions these are kafka-python's own decode/encode. The fast paths produce
-or read the very same kafka-python objects, so handlers and the fault injector see no
-difference; property tests (tests/test_fast_codec.py) check them against kafka-python for every
-version listed in their tables, and any message they do not handle (a tagged field, a value out
-of range) goes to kafka-python.
+For most APIs and versions these are kafka-python's own decode/encode (plus the null check of
+:mod:`minikafka.protocol.nulls`). The fast paths read into and write from the very same
+kafka-python objects, so handlers and the fault injector see no difference; they exist because
+kafka-python's generic machinery (buffer pools, per-struct tagged-field encoders, version
+look-ups) costs more than the few fields of a small Produce. Property tests
+(tests/test_fast_codec.py) check each one against kafka-python for every version in its table.
+Anything a fast path does not handle (a tagged field, a value of an unexpected type or out of
+range) makes it step aside for kafka-python, which then decides.
+
+A Fetch answer is written as parts: the record bytes read from the log are handed to the socket
+as they are, not copied into an encode buffer and out again.
 """
 
 from __future__ import annotations
@@ -14,10 +20,32 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from minikafka.protocol.nulls import check_request_nulls
+from minikafka.protocol.headers import read_uvarint
+from minikafka.protocol.nulls import NullInRequest, check_request_nulls
 
 _HEAD = struct.Struct(">ii")
 _HEAD_FLEXIBLE = struct.Struct(">iib")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_PRODUCED = struct.Struct(">ihqq")  # index, error code, base offset, log append time
+_FETCHED = struct.Struct(">ihqq")  # partition, error code, high watermark, last stable offset
+_ABORTED = struct.Struct(">qq")
+_FETCH_TOP = struct.Struct(">ihi")  # throttle time, error code, session id (v7+)
+
+#: versions each fast path is property-tested for (tests/test_fast_codec.py); others use kafka-python
+PRODUCE_REQUEST_VERSIONS = range(3, 13)
+PRODUCE_RESPONSE_VERSIONS = range(3, 13)
+FETCH_RESPONSE_VERSIONS = range(4, 13)
+PRODUCE_FLEXIBLE = 9
+FETCH_FLEXIBLE = 12
+
+Parts = list[bytes | bytearray | memoryview]
+
+
+class _StepAside(Exception):
+    """The message has something the fast path does not handle: kafka-python takes it."""
 
 
 def frame_head(body_size: int, correlation_id: int, flexible: bool) -> bytes:
@@ -29,11 +57,243 @@ def frame_head(body_size: int, correlation_id: int, flexible: bool) -> bytes:
 
 def decode_request(spec: Any, version: int, body: memoryview) -> Any:
     """The request object for ``body`` (the bytes after the request header)."""
+    if spec.key == 0 and version in PRODUCE_REQUEST_VERSIONS:
+        try:
+            return decode_produce_request(spec.request, body, version)
+        except _StepAside:
+            pass
     request = spec.request.decode(body, version=version)
     check_request_nulls(spec.request, request, version)  # Kafka's parser refuses these
     return request
 
 
-def encode_response(api_key: int, version: int, response: Any) -> list[bytes | bytearray | memoryview] | None:
+def encode_response(api_key: int, version: int, response: Any) -> Parts | None:
     """The body of ``response`` as parts to write in order, or None: kafka-python encodes it."""
+    try:
+        if api_key == 0 and version in PRODUCE_RESPONSE_VERSIONS:
+            return [encode_produce_response(response, version)]
+        if api_key == 1 and version in FETCH_RESPONSE_VERSIONS:
+            return encode_fetch_response(response, version)
+    except (_StepAside, struct.error, AttributeError, TypeError, ValueError, OverflowError):
+        pass  # kafka-python encodes it, or raises the error it raises
     return None
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _length(body: memoryview, pos: int, flexible: bool, wide: bool) -> tuple[int, int]:
+    """A string/bytes/array length: compact (unsigned varint, +1) or int16/int32; -1 is null."""
+    if flexible:
+        n, pos = read_uvarint(body, pos)
+        return n - 1, pos
+    if wide:
+        return _I32.unpack_from(body, pos)[0], pos + 4
+    return _I16.unpack_from(body, pos)[0], pos + 2
+
+
+def _string(body: memoryview, pos: int, flexible: bool, field: str, nullable: bool) -> tuple[str | None, int]:
+    n, pos = _length(body, pos, flexible, False)
+    if n < 0:
+        if not nullable:
+            raise NullInRequest(f"non-nullable field {field} is null")
+        return None, pos
+    if pos + n > len(body):
+        raise ValueError(f"{field} runs past the end of the request")
+    return str(body[pos : pos + n], "utf-8"), pos + n
+
+
+def _count(body: memoryview, pos: int, flexible: bool, field: str) -> tuple[int, int]:
+    n, pos = _length(body, pos, flexible, True)
+    if n < 0:
+        raise NullInRequest(f"non-nullable field {field} is null")
+    return n, pos
+
+
+def _no_tags(body: memoryview, pos: int) -> int:
+    if body[pos] != 0:
+        raise _StepAside("tagged fields")
+    return pos + 1
+
+
+def _new(cls: Any, version: int) -> Any:
+    obj = object.__new__(cls)
+    obj._version = version
+    obj.tags = None
+    obj.unknown_tags = None
+    return obj
+
+
+def decode_produce_request(request_class: Any, body: memoryview, version: int) -> Any:
+    """ProduceRequest v3+ into kafka-python's objects, refusing nulls where Kafka does."""
+    flexible = version >= PRODUCE_FLEXIBLE
+    topic_class = request_class.TopicProduceData
+    partition_class = topic_class.PartitionProduceData
+    transactional_id, pos = _string(body, 0, flexible, "transactional_id", True)
+    acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(body, pos)
+    pos += 6
+    topic_count, pos = _count(body, pos, flexible, "topic_data")
+    topics = []
+    for _ in range(topic_count):
+        name, pos = _string(body, pos, flexible, "topic_data.name", False)
+        partition_count, pos = _count(body, pos, flexible, "topic_data.partition_data")
+        partitions = []
+        for _ in range(partition_count):
+            (index,) = _I32.unpack_from(body, pos)
+            size, pos = _length(body, pos + 4, flexible, True)
+            if size < 0:
+                records = None
+            elif pos + size > len(body):
+                raise ValueError("records run past the end of the request")
+            else:
+                records = bytes(body[pos : pos + size])
+                pos += size
+            if flexible:
+                pos = _no_tags(body, pos)
+            partition = _new(partition_class, version)
+            partition.index = index
+            partition.records = records
+            partitions.append(partition)
+        if flexible:
+            pos = _no_tags(body, pos)
+        topic = _new(topic_class, version)
+        topic.name = name
+        topic.partition_data = partitions
+        topics.append(topic)
+    if flexible:
+        _no_tags(body, pos)
+    request = _new(request_class[None], version)
+    request._header = None
+    request._min_version = None
+    request._max_version = None
+    request.transactional_id = transactional_id
+    request.acks = acks
+    request.timeout_ms = timeout_ms
+    request.topic_data = topics
+    return request
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def _plain(obj: Any) -> None:
+    """Step aside for objects carrying tagged fields (known or unknown)."""
+    if obj.tags or obj.unknown_tags:
+        raise _StepAside("tagged fields")
+
+
+def _put_length(out: bytearray, n: int, flexible: bool, wide: bool) -> None:
+    if flexible:
+        n += 1
+        while n >= 0x80:
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        out.append(n)
+    elif wide:
+        out += _I32.pack(n)
+    else:
+        out += _I16.pack(n)
+
+
+def _put_string(out: bytearray, value: str | None, flexible: bool, nullable: bool) -> None:
+    if value is None:
+        if not nullable:
+            raise _StepAside("null in a non-nullable string")
+        _put_length(out, -1, flexible, False)
+        return
+    data = value.encode("utf-8")
+    _put_length(out, len(data), flexible, False)
+    out += data
+
+
+def encode_produce_response(response: Any, version: int) -> bytearray:
+    flexible = version >= PRODUCE_FLEXIBLE
+    out = bytearray()
+    _plain(response)
+    topics = response.responses
+    _put_length(out, len(topics), flexible, True)
+    for topic in topics:
+        _plain(topic)
+        _put_string(out, topic.name, flexible, False)
+        partitions = topic.partition_responses
+        _put_length(out, len(partitions), flexible, True)
+        for p in partitions:
+            _plain(p)
+            out += _PRODUCED.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
+            if version >= 5:
+                out += _I64.pack(p.log_start_offset)
+            if version >= 8:
+                errors = p.record_errors
+                _put_length(out, len(errors), flexible, True)
+                for e in errors:
+                    _plain(e)
+                    out += _I32.pack(e.batch_index)
+                    _put_string(out, e.batch_index_error_message, flexible, True)
+                    if flexible:
+                        out.append(0)
+                _put_string(out, p.error_message, flexible, True)
+            if flexible:
+                out.append(0)
+        if flexible:
+            out.append(0)
+    out += _I32.pack(response.throttle_time_ms)
+    if flexible:
+        out.append(0)
+    return out
+
+
+def encode_fetch_response(response: Any, version: int) -> Parts:
+    """FetchResponse v4+; each partition's records go out as they are, without a copy."""
+    flexible = version >= FETCH_FLEXIBLE
+    parts: Parts = []
+    out = bytearray()
+    _plain(response)
+    if version >= 7:
+        out += _FETCH_TOP.pack(response.throttle_time_ms, response.error_code, response.session_id)
+    else:
+        out += _I32.pack(response.throttle_time_ms)
+    topics = response.responses
+    _put_length(out, len(topics), flexible, True)
+    for topic in topics:
+        _plain(topic)
+        _put_string(out, topic.topic, flexible, False)
+        partitions = topic.partitions
+        _put_length(out, len(partitions), flexible, True)
+        for p in partitions:
+            _plain(p)
+            out += _FETCHED.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset)
+            if version >= 5:
+                out += _I64.pack(p.log_start_offset)
+            aborted = p.aborted_transactions
+            if aborted is None:
+                _put_length(out, -1, flexible, True)
+            else:
+                _put_length(out, len(aborted), flexible, True)
+                for a in aborted:
+                    _plain(a)
+                    out += _ABORTED.pack(a.producer_id, a.first_offset)
+                    if flexible:
+                        out.append(0)
+            if version >= 11:
+                out += _I32.pack(p.preferred_read_replica)
+            records = p.records
+            if records is None:
+                _put_length(out, -1, flexible, True)
+            elif isinstance(records, (bytes, bytearray, memoryview)):
+                _put_length(out, len(records), flexible, True)
+                if len(records) < 4096:
+                    out += records
+                else:
+                    parts.append(out)
+                    parts.append(records)
+                    out = bytearray()
+            else:
+                raise _StepAside("records that are not bytes")
+            if flexible:
+                out.append(0)
+        if flexible:
+            out.append(0)
+    if flexible:
+        out.append(0)
+    parts.append(out)
+    return parts

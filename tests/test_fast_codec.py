@@ -1,0 +1,166 @@
+"""The fast paths of minikafka.protocol.fast against kafka-python's classes, for every version in
+their tables: the same objects from the same bytes, the same bytes from the same objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from minikafka.broker.dispatch import build_api_table
+from minikafka.protocol import fast
+from minikafka.protocol.nulls import NullInRequest
+
+INT16 = st.integers(-(2**15), 2**15 - 1)
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+NAMES = st.text(min_size=0, max_size=40)
+RECORDS = st.one_of(st.none(), st.binary(max_size=64), st.binary(min_size=4096, max_size=5000))
+LISTS = {"max_size": 3}
+
+PRODUCE = build_api_table()[0]
+
+
+def produce_requests(version: int) -> st.SearchStrategy[Any]:
+    R = ProduceRequest[version]
+    Topic = R.TopicProduceData
+    partition = st.builds(Topic.PartitionProduceData, index=INT32, records=RECORDS)
+    topic = st.builds(Topic, name=NAMES, partition_data=st.lists(partition, **LISTS))
+    return st.builds(R, transactional_id=st.one_of(st.none(), NAMES), acks=INT16, timeout_ms=INT32,
+                     topic_data=st.lists(topic, **LISTS))
+
+
+def produce_responses(version: int) -> st.SearchStrategy[Any]:
+    R = ProduceResponse[version]
+    Topic = R.TopicProduceResponse
+    Partition = Topic.PartitionProduceResponse
+    record_error = st.builds(Partition.BatchIndexAndErrorMessage, batch_index=INT32,
+                             batch_index_error_message=st.one_of(st.none(), NAMES))
+    partition = st.builds(Partition, index=INT32, error_code=INT16, base_offset=INT64, log_append_time_ms=INT64,
+                          log_start_offset=INT64, record_errors=st.lists(record_error, **LISTS),
+                          error_message=st.one_of(st.none(), NAMES))
+    topic = st.builds(Topic, name=NAMES, partition_responses=st.lists(partition, **LISTS))
+    return st.builds(R, responses=st.lists(topic, **LISTS), throttle_time_ms=INT32)
+
+
+def fetch_responses(version: int) -> st.SearchStrategy[Any]:
+    R = FetchResponse[version]
+    Topic = R.FetchableTopicResponse
+    Partition = Topic.PartitionData
+    aborted = st.builds(Partition.AbortedTransaction, producer_id=INT64, first_offset=INT64)
+    partition = st.builds(Partition, partition_index=INT32, error_code=INT16, high_watermark=INT64,
+                          last_stable_offset=INT64, log_start_offset=INT64,
+                          aborted_transactions=st.one_of(st.none(), st.lists(aborted, **LISTS)),
+                          preferred_read_replica=INT32, records=RECORDS)
+    topic = st.builds(Topic, topic=NAMES, partitions=st.lists(partition, **LISTS))
+    return st.builds(R, throttle_time_ms=INT32, error_code=INT16, session_id=INT32,
+                     responses=st.lists(topic, **LISTS))
+
+
+def parts_bytes(parts: list[Any] | None) -> bytes:
+    assert parts is not None, "the fast path stepped aside"
+    return b"".join(bytes(p) for p in parts)
+
+
+@pytest.mark.parametrize("version", fast.PRODUCE_REQUEST_VERSIONS)
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_produce_request_decodes_as_kafka_python_does(version: int, data: st.DataObject) -> None:
+    request = data.draw(produce_requests(version))
+    body = memoryview(bytes(request.encode(version=version)))
+    expected = ProduceRequest.decode(body, version=version)
+    got = fast.decode_request(PRODUCE, version, body)
+    assert got == expected
+    assert got.to_dict() == expected.to_dict()
+    assert got.version == version
+
+
+@pytest.mark.parametrize("version", fast.PRODUCE_REQUEST_VERSIONS)
+def test_produce_request_with_a_null_where_kafka_refuses_one_is_refused(version: int) -> None:
+    R = ProduceRequest[version]
+    Topic = R.TopicProduceData
+    nulls = [
+        R(transactional_id=None, acks=1, timeout_ms=1, topic_data=None),
+        R(transactional_id=None, acks=1, timeout_ms=1, topic_data=[Topic(name=None, partition_data=[])]),
+        R(transactional_id=None, acks=1, timeout_ms=1, topic_data=[Topic(name="t", partition_data=None)]),
+    ]
+    for request in nulls:
+        with pytest.raises(NullInRequest):
+            fast.decode_request(PRODUCE, version, memoryview(bytes(request.encode(version=version))))
+
+
+@pytest.mark.parametrize("version", [v for v in fast.PRODUCE_REQUEST_VERSIONS if v >= fast.PRODUCE_FLEXIBLE])
+def test_produce_request_with_tagged_fields_goes_to_kafka_python(version: int) -> None:
+    R = ProduceRequest[version]
+    plain = R(transactional_id="t", acks=-1, timeout_ms=5, topic_data=[])
+    body = bytearray(plain.encode(version=version))
+    assert body[-1] == 0  # the empty top-level tagged-field section
+    body[-1:] = bytes([1, 7, 2]) + b"hi"  # one unknown tag (7) of two bytes
+    expected = ProduceRequest.decode(memoryview(bytes(body)), version=version)
+    assert expected.unknown_tags
+    got = fast.decode_request(PRODUCE, version, memoryview(bytes(body)))
+    assert got == expected and got.unknown_tags == expected.unknown_tags
+
+
+def test_produce_request_running_past_its_end_is_refused() -> None:
+    R = ProduceRequest[9]
+    Topic = R.TopicProduceData
+    request = R(transactional_id=None, acks=-1, timeout_ms=5, topic_data=[
+        Topic(name="t", partition_data=[Topic.PartitionProduceData(index=0, records=b"r" * 100)])])
+    body = bytes(request.encode(version=9))
+    for cut in range(len(body) - 1):
+        with pytest.raises(Exception):  # noqa: B017 - any decode error closes the connection
+            fast.decode_produce_request(ProduceRequest, memoryview(body[:cut]), 9)
+
+
+@pytest.mark.parametrize("version", fast.PRODUCE_RESPONSE_VERSIONS)
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_produce_response_encodes_as_kafka_python_does(version: int, data: st.DataObject) -> None:
+    response = data.draw(produce_responses(version))
+    assert parts_bytes(fast.encode_response(0, version, response)) == bytes(response.encode(version=version))
+
+
+@pytest.mark.parametrize("version", fast.FETCH_RESPONSE_VERSIONS)
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_fetch_response_encodes_as_kafka_python_does(version: int, data: st.DataObject) -> None:
+    response = data.draw(fetch_responses(version))
+    assert parts_bytes(fast.encode_response(1, version, response)) == bytes(response.encode(version=version))
+
+
+def test_fetch_records_are_written_without_a_copy() -> None:
+    R = FetchResponse[11]
+    Partition = R.FetchableTopicResponse.PartitionData
+    records = memoryview(b"r" * 100_000)
+    response = R(throttle_time_ms=0, error_code=0, session_id=0, responses=[R.FetchableTopicResponse(
+        topic="t", partitions=[Partition(partition_index=0, error_code=0, high_watermark=1, last_stable_offset=1,
+                                         log_start_offset=0, aborted_transactions=[], preferred_read_replica=-1,
+                                         records=records)])])
+    parts = fast.encode_response(1, 11, response)
+    assert parts is not None and any(p is records for p in parts)
+    assert parts_bytes(parts) == bytes(response.encode(version=11))
+
+
+def test_tagged_fields_and_untested_versions_go_to_kafka_python() -> None:
+    R = FetchResponse[12]
+    Partition = R.FetchableTopicResponse.PartitionData
+    tagged = R(throttle_time_ms=0, error_code=0, session_id=0, responses=[R.FetchableTopicResponse(
+        topic="t", partitions=[Partition(partition_index=0, error_code=0, high_watermark=1, last_stable_offset=1,
+                                         log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
+                                         records=b"", diverging_epoch=Partition.EpochEndOffset(epoch=1,
+                                                                                                end_offset=2))])])
+    assert fast.encode_response(1, 12, tagged) is None
+    P = ProduceResponse[10]
+    Part = P.TopicProduceResponse.PartitionProduceResponse
+    leader = P(throttle_time_ms=0, responses=[P.TopicProduceResponse(name="t", partition_responses=[
+        Part(index=0, error_code=6, base_offset=-1, current_leader=Part.LeaderIdAndEpoch(leader_id=1,
+                                                                                          leader_epoch=0))])])
+    assert fast.encode_response(0, 10, leader) is None
+    old = FetchResponse[3](throttle_time_ms=0, responses=[])
+    assert fast.encode_response(1, 3, old) is None
+    assert fast.encode_response(0, 13, ProduceResponse[13](throttle_time_ms=0, responses=[])) is None
