@@ -13,7 +13,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from minikafka.broker.dispatch import build_api_table
 from minikafka.protocol import fast
-from minikafka.protocol.nulls import NullInRequest
+from minikafka.protocol.nulls import NullInRequest, check_request_nulls
 
 INT16 = st.integers(-(2**15), 2**15 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -106,15 +106,29 @@ def test_produce_request_with_tagged_fields_goes_to_kafka_python(version: int) -
     assert got == expected and got.unknown_tags == expected.unknown_tags
 
 
-def test_produce_request_running_past_its_end_is_refused() -> None:
-    R = ProduceRequest[9]
+def kafka_python_decode(version: int, body: bytes) -> Any:
+    request = ProduceRequest.decode(memoryview(body), version=version)
+    check_request_nulls(ProduceRequest, request, version)
+    return request
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_produce_request_cut_short_or_garbled_is_refused_or_read_as_kafka_python_does(version: int) -> None:
+    R = ProduceRequest[version]
     Topic = R.TopicProduceData
-    request = R(transactional_id=None, acks=-1, timeout_ms=5, topic_data=[
+    request = R(transactional_id="tx", acks=-1, timeout_ms=5, topic_data=[
         Topic(name="t", partition_data=[Topic.PartitionProduceData(index=0, records=b"r" * 100)])])
-    body = bytes(request.encode(version=9))
-    for cut in range(len(body) - 1):
-        with pytest.raises(Exception):  # noqa: B017 - any decode error closes the connection
-            fast.decode_produce_request(ProduceRequest, memoryview(body[:cut]), 9)
+    body = bytes(request.encode(version=version))
+    variants = [body[:cut] for cut in range(len(body))]
+    variants += [body[:i] + bytes([b]) + body[i + 1 :] for i in range(len(body) - 100) for b in (0x00, 0x80, 0xFF)]
+    for variant in variants:
+        try:
+            expected = kafka_python_decode(version, variant)
+        except Exception:
+            with pytest.raises(Exception):  # noqa: B017 - any decode error closes the connection
+                fast.decode_request(PRODUCE, version, memoryview(variant))
+        else:
+            assert fast.decode_request(PRODUCE, version, memoryview(variant)) == expected, variant
 
 
 @pytest.mark.parametrize("version", fast.PRODUCE_RESPONSE_VERSIONS)
@@ -164,3 +178,28 @@ def test_tagged_fields_and_untested_versions_go_to_kafka_python() -> None:
     old = FetchResponse[3](throttle_time_ms=0, responses=[])
     assert fast.encode_response(1, 3, old) is None
     assert fast.encode_response(0, 13, ProduceResponse[13](throttle_time_ms=0, responses=[])) is None
+
+
+@pytest.mark.parametrize("version", fast.PRODUCE_RESPONSE_VERSIONS)
+@settings(max_examples=50, deadline=None)
+@given(data=st.data())
+def test_make_builds_what_the_constructor_builds(version: int, data: st.DataObject) -> None:
+    built = data.draw(produce_responses(version))
+    R = ProduceResponse[version]
+    Topic = R.TopicProduceResponse
+    Partition = Topic.PartitionProduceResponse
+    made = fast.make(R, throttle_time_ms=built.throttle_time_ms, responses=[
+        fast.make(Topic, name=t.name, partition_responses=[
+            fast.make(Partition, index=p.index, error_code=p.error_code, base_offset=p.base_offset,
+                      log_append_time_ms=p.log_append_time_ms, log_start_offset=p.log_start_offset,
+                      error_message=p.error_message, record_errors=[
+                          fast.make(Partition.BatchIndexAndErrorMessage, batch_index=e.batch_index,
+                                    batch_index_error_message=e.batch_index_error_message)
+                          for e in p.record_errors])
+            for p in t.partition_responses])
+        for t in built.responses])
+    assert made == built and made.version == version
+    assert made.to_dict() == built.to_dict()
+    assert bytes(made.encode(version=version)) == bytes(built.encode(version=version))
+    tagged = fast.make(Partition, index=0, current_leader=Partition.LeaderIdAndEpoch(leader_id=1, leader_epoch=2))
+    assert tagged.tags == Partition(index=0, current_leader=tagged.current_leader).tags == {"current_leader"}

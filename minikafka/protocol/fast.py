@@ -20,7 +20,6 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from minikafka.protocol.headers import read_uvarint
 from minikafka.protocol.nulls import NullInRequest, check_request_nulls
 
 _HEAD = struct.Struct(">ii")
@@ -82,11 +81,22 @@ def encode_response(api_key: int, version: int, response: Any) -> Parts | None:
 # ----------------------------------------------------------------------------- reading
 
 
+# Garbage is read exactly as kafka-python's decoder reads it (a negative array length other than
+# -1 is an empty array, a length past the end takes what is there), so that a request is refused
+# or served the same whichever decoder reads it.
+
+
 def _length(body: memoryview, pos: int, flexible: bool, wide: bool) -> tuple[int, int]:
     """A string/bytes/array length: compact (unsigned varint, +1) or int16/int32; -1 is null."""
     if flexible:
-        n, pos = read_uvarint(body, pos)
-        return n - 1, pos
+        n = shift = 0
+        while True:
+            byte = body[pos]
+            pos += 1
+            n |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return n - 1, pos
+            shift += 7
     if wide:
         return _I32.unpack_from(body, pos)[0], pos + 4
     return _I16.unpack_from(body, pos)[0], pos + 2
@@ -98,22 +108,48 @@ def _string(body: memoryview, pos: int, flexible: bool, field: str, nullable: bo
         if not nullable:
             raise NullInRequest(f"non-nullable field {field} is null")
         return None, pos
-    if pos + n > len(body):
-        raise ValueError(f"{field} runs past the end of the request")
     return str(body[pos : pos + n], "utf-8"), pos + n
 
 
 def _count(body: memoryview, pos: int, flexible: bool, field: str) -> tuple[int, int]:
     n, pos = _length(body, pos, flexible, True)
-    if n < 0:
+    if n == -1:
         raise NullInRequest(f"non-nullable field {field} is null")
-    return n, pos
+    return max(n, 0), pos
 
 
 def _no_tags(body: memoryview, pos: int) -> int:
     if body[pos] != 0:
         raise _StepAside("tagged fields")
     return pos + 1
+
+
+#: data class -> names of its tagged fields
+_TAGGED: dict[Any, frozenset[str]] = {}
+
+
+def make(cls: Any, **fields: Any) -> Any:
+    """``cls(**fields)`` for a kafka-python message or struct class, without its generic
+    constructor's walk over every field of the schema.
+
+    A versioned message class (``ProduceResponse[9]``) gives an object of that version; a struct
+    class an object without one, as its constructor does. Fields not given read as the schema's
+    default, as with the constructor."""
+    version = getattr(cls, "_class_version", None)
+    if version is not None:
+        cls = cls[None]
+    obj = object.__new__(cls)
+    obj._version = version
+    obj.unknown_tags = None
+    if version is not None:
+        obj._header = obj._min_version = obj._max_version = None
+    tagged = _TAGGED.get(cls)
+    if tagged is None:
+        tagged = _TAGGED[cls] = frozenset(f.name for f in cls._struct._fields if f._tag is not None)
+    obj.tags = set(tagged.intersection(fields)) or None
+    for name, value in fields.items():
+        setattr(obj, name, value)
+    return obj
 
 
 def _new(cls: Any, version: int) -> Any:
@@ -143,8 +179,6 @@ def decode_produce_request(request_class: Any, body: memoryview, version: int) -
             size, pos = _length(body, pos + 4, flexible, True)
             if size < 0:
                 records = None
-            elif pos + size > len(body):
-                raise ValueError("records run past the end of the request")
             else:
                 records = bytes(body[pos : pos + size])
                 pos += size

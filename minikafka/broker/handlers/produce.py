@@ -18,6 +18,7 @@ from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.limits import admit_producer
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.protocol.fast import make
 from minikafka.storage import legacy
 from minikafka.storage.batch import (
     ATTRIBUTES_OFFSET,
@@ -213,21 +214,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if partition_log is not None and error not in _NO_LOG_START:
                     log_start = partition_log.log_start_offset
                 log.debug("produce to %s-%d from %r failed: %s", topic.name, part.index, ctx.client_id, exc)
-            fields: dict[str, Any] = {
-                "index": part.index,
-                "error_code": error,
-                "base_offset": base_offset,
-                "log_append_time_ms": append_time,
-                "log_start_offset": log_start,
-            }
             if version >= 8:
-                fields["record_errors"] = [
-                    PartitionResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                    for i, m in record_errors
-                ]
-                fields["error_message"] = message
-            parts_out.append(PartitionResponse(**fields))
-        topics_out.append(TopicResponse(name=topic.name, partition_responses=parts_out))
+                parts_out.append(make(
+                    PartitionResponse, index=part.index, error_code=error, base_offset=base_offset,
+                    log_append_time_ms=append_time, log_start_offset=log_start, error_message=message,
+                    record_errors=[make(PartitionResponse.BatchIndexAndErrorMessage, batch_index=i,
+                                        batch_index_error_message=m) for i, m in record_errors]))
+            else:
+                parts_out.append(make(PartitionResponse, index=part.index, error_code=error, base_offset=base_offset,
+                                      log_append_time_ms=append_time, log_start_offset=log_start))
+        topics_out.append(make(TopicResponse, name=topic.name, partition_responses=parts_out))
 
     if broker.config.fsync and acks != 0:
         for partition_log in appended:
@@ -236,4 +232,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if failed:
             raise CloseConnection("acks=0 produce failed on some partition")
         return None
-    return Response(responses=topics_out, throttle_time_ms=0)
+    return make(Response, responses=topics_out, throttle_time_ms=0)
