@@ -18,21 +18,37 @@ import os
 import statistics
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench._mock import mock_broker
-from bench._produce import PRODUCER_CONFIG, produce_all, ready_producer
+from bench._produce import PRODUCER_CONFIG
 from bench._serve import serve
 
 PARTITIONS_PER_TOPIC = 4
 
 
-def fill(bootstrap: str, topics: list[str], per_topic: int, value: bytes) -> None:
+def fill(bootstrap: str, topics: list[str], per_partition: int, value: bytes) -> None:
+    """``per_partition`` records in every partition of ``topics`` (each record sent to its
+    partition explicitly: the mock drops the oldest data of a partition that grows past ~5 MB)."""
+    producer = Producer({**PRODUCER_CONFIG, "bootstrap.servers": bootstrap, "enable.idempotence": False})
+    errors: list[object] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+
     for topic in topics:
-        producer, chunk = ready_producer({**PRODUCER_CONFIG, "bootstrap.servers": bootstrap,
-                                          "enable.idempotence": False}, topic, value)
-        produce_all(producer, topic, chunk, per_topic - 1, 120)  # the warm-up record is the first
+        for partition in range(PARTITIONS_PER_TOPIC):
+            for _ in range(per_partition):
+                while True:
+                    try:
+                        producer.produce(topic, value, partition=partition, on_delivery=on_delivery)
+                        break
+                    except BufferError:
+                        producer.poll(0.005)
+    if producer.flush(120) or errors:
+        raise RuntimeError(f"records not delivered: {errors[:3]}")
 
 
 def consume_seconds(bootstrap: str, topics: list[str], expected: int) -> tuple[float, int]:
@@ -81,7 +97,7 @@ def main() -> None:
             future.result(30)
         peers = {"minikafka": mk_bootstrap, "mock": mock_bootstrap}
         for bootstrap in peers.values():
-            fill(bootstrap, topics, per_topic, value)
+            fill(bootstrap, topics, per_partition, value)
         results: dict[str, list[float]] = {name: [] for name in peers}
         for r in range(args.rounds):
             for name in (("minikafka", "mock") if r % 2 == 0 else ("mock", "minikafka")):

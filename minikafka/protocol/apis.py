@@ -44,5 +44,11 @@ class ApiSpec:
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
 
+    @cached_property
+    def _flexible_versions(self) -> frozenset[int]:
+        return frozenset(v for v in range(self.min_version, self.max_version + 1)
+                         if self.request.flexible_version_q(v))
+
     def flexible(self, version: int) -> bool:
-        return bool(self.request.flexible_version_q(version))
+        """Whether ``version`` (one this table serves) uses the flexible encodings."""
+        return version in self._flexible_versions

@@ -124,8 +124,8 @@ def _no_tags(body: memoryview, pos: int) -> int:
     return pos + 1
 
 
-#: data class -> names of its tagged fields
-_TAGGED: dict[Any, frozenset[str]] = {}
+#: class given to make -> (class of the object, its version, names of its tagged fields)
+_MAKE_PLANS: dict[Any, tuple[Any, int | None, frozenset[str]]] = {}
 
 
 def make(cls: Any, **fields: Any) -> Any:
@@ -135,17 +135,18 @@ def make(cls: Any, **fields: Any) -> Any:
     A versioned message class (``ProduceResponse[9]``) gives an object of that version; a struct
     class an object without one, as its constructor does. Fields not given read as the schema's
     default, as with the constructor."""
-    version = getattr(cls, "_class_version", None)
-    if version is not None:
-        cls = cls[None]
-    obj = object.__new__(cls)
+    plan = _MAKE_PLANS.get(cls)
+    if plan is None:
+        version = getattr(cls, "_class_version", None)
+        data_class = cls if version is None else cls[None]
+        tagged = frozenset(f.name for f in data_class._struct._fields if f._tag is not None)
+        plan = _MAKE_PLANS[cls] = (data_class, version, tagged)
+    data_class, version, tagged = plan
+    obj = object.__new__(data_class)
     obj._version = version
     obj.unknown_tags = None
     if version is not None:
         obj._header = obj._min_version = obj._max_version = None
-    tagged = _TAGGED.get(cls)
-    if tagged is None:
-        tagged = _TAGGED[cls] = frozenset(f.name for f in cls._struct._fields if f._tag is not None)
     obj.tags = set(tagged.intersection(fields)) or None
     for name, value in fields.items():
         setattr(obj, name, value)
