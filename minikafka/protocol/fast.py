@@ -147,7 +147,7 @@ def make(cls: Any, **fields: Any) -> Any:
     obj.unknown_tags = None
     if version is not None:
         obj._header = obj._min_version = obj._max_version = None
-    obj.tags = set(tagged.intersection(fields)) or None
+    obj.tags = None if tagged.isdisjoint(fields) else set(tagged.intersection(fields))
     for name, value in fields.items():
         setattr(obj, name, value)
     return obj
