@@ -55,6 +55,13 @@ def serve(
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
+
+
 def plain_write_seconds(total_bytes: int, directory: str, chunk: int = 1 << 20) -> float:
     """Seconds for a plain sequential os.write of ``total_bytes`` to a file in ``directory``."""
     buf = os.urandom(chunk)

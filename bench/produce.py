@@ -2,7 +2,8 @@
 
 confluent-kafka produces 1 KiB values with acks=all, idempotence off and on, in the same run,
 beside a plain sequential os.write of the same number of bytes to the same disk. Prints MB/s,
-records/s and the ratio of each to the plain write (target: idempotent >= 0.7).
+records/s and the ratio of each to the plain write (target: idempotent >= 0.7), and the broker
+process's CPU time (user + system, /proc/<pid>/stat) per GB appended.
 
 The same producer loop is also run against librdkafka's own in-process mock broker (C, records
 kept in memory, nothing written): the most this load generator delivers on this machine with any
@@ -21,7 +22,7 @@ import time
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench._produce import PRODUCER_CONFIG, produce_all, ready_producer
-from bench._serve import plain_write_seconds, serve
+from bench._serve import cpu_seconds, plain_write_seconds, serve
 
 
 def produce_seconds(bootstrap: str | None, topic: str, records: int, value: bytes, idempotent: bool) -> float:
@@ -43,7 +44,8 @@ def main() -> None:
     args = parser.parse_args()
     value = os.urandom(args.value_size)
     total = args.records * args.value_size
-    with serve() as (bootstrap, _proc, data_dir):
+    broker_cpu = {"plain": 0.0, "idem": 0.0}
+    with serve() as (bootstrap, proc, data_dir):
         admin = AdminClient({"bootstrap.servers": bootstrap})
         topics = [f"bench-{mode}-{r}" for r in range(args.rounds) for mode in ("plain", "idem")]
         for fut in admin.create_topics([NewTopic(t, args.partitions, 1) for t in topics]).values():
@@ -53,10 +55,12 @@ def main() -> None:
             for _ in range(3):  # the baseline swings most on this machine: sample it more
                 os.sync()
                 results["write"].append(plain_write_seconds(total, data_dir))
-            os.sync()
-            results["plain"].append(produce_seconds(bootstrap, f"bench-plain-{r}", args.records, value, False))
-            os.sync()
-            results["idem"].append(produce_seconds(bootstrap, f"bench-idem-{r}", args.records, value, True))
+            for mode in ("plain", "idem"):
+                os.sync()
+                cpu = cpu_seconds(proc.pid)
+                results[mode].append(produce_seconds(bootstrap, f"bench-{mode}-{r}", args.records, value,
+                                                     mode == "idem"))
+                broker_cpu[mode] += cpu_seconds(proc.pid) - cpu
             results["mock-plain"].append(produce_seconds(None, f"bench-plain-{r}", args.records, value, False))
             results["mock-idem"].append(produce_seconds(None, f"bench-idem-{r}", args.records, value, True))
     best = {k: statistics.median(v) for k, v in results.items()}
@@ -71,6 +75,9 @@ def main() -> None:
         print(f"{label:<37}: {mb / s:8.1f} MB/s {args.records / s:10.0f} records/s  "
               f"ratio to os.write {best['write'] / s:.3f}")
     print(f"minikafka idempotent / non-idempotent: {best['plain'] / best['idem']:.3f}")
+    gigabytes = total * args.rounds / 1e9  # appended per mode over all rounds (warm-up records aside)
+    print(f"minikafka broker CPU per GB appended: idempotence off {broker_cpu['plain'] / gigabytes:.2f} s, "
+          f"on {broker_cpu['idem'] / gigabytes:.2f} s")
     print(f"minikafka / mock broker: idempotence off {best['mock-plain'] / best['plain']:.3f}, "
           f"on {best['mock-idem'] / best['idem']:.3f}")
 

@@ -32,20 +32,12 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from bench._mock import mock_broker
-from bench._serve import serve
+from bench._serve import cpu_seconds, serve
 from bench.load import record_batch
 
 _SIZE = struct.Struct(">i")
 _CORRELATION_AND_ERROR = struct.Struct(">i")
 _ERROR = struct.Struct(">h")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` (all its threads)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15 of stat)
 
 
 def call(sock: socket.socket, request: Any, correlation_id: int) -> Any:

@@ -78,7 +78,6 @@ class Connection:
             while not self.closed:
                 reader.limit = pre_auth_max if self.sasl is not None and not self.sasl.complete else max_bytes
                 if not reader.frames:
-                    self.flush()  # the answers to the last read's requests, in one write
                     await reader.wait()
                     if not reader.frames:
                         if reader.error is not None:
@@ -95,8 +94,8 @@ class Connection:
                     self.in_request = False
                 if not keep_open:
                     return
-                if self._out_bytes >= FLUSH_BYTES:
-                    self.flush()
+                if not reader.frames or self._out_bytes >= FLUSH_BYTES:
+                    self.flush()  # the last request read so far is done: the answers go out in one write
                 if self.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
                     await reader.drained()
                 else:
