@@ -203,3 +203,19 @@ def test_make_builds_what_the_constructor_builds(version: int, data: st.DataObje
     assert bytes(made.encode(version=version)) == bytes(built.encode(version=version))
     tagged = fast.make(Partition, index=0, current_leader=Partition.LeaderIdAndEpoch(leader_id=1, leader_epoch=2))
     assert tagged.tags == Partition(index=0, current_leader=tagged.current_leader).tags == {"current_leader"}
+
+
+def test_large_records_of_a_writable_request_are_a_view_of_it() -> None:
+    R = ProduceRequest[9]
+    Topic = R.TopicProduceData
+    large, small = b"L" * fast.SHARED_RECORDS, b"s" * 100
+    request = R(transactional_id=None, acks=-1, timeout_ms=5, topic_data=[Topic(name="t", partition_data=[
+        Topic.PartitionProduceData(index=0, records=large), Topic.PartitionProduceData(index=1, records=small)])])
+    frame = bytearray(request.encode(version=9))  # a large frame's own buffer is writable
+    got = fast.decode_request(PRODUCE, 9, memoryview(frame))
+    assert got == ProduceRequest.decode(memoryview(bytes(frame)), version=9)
+    shared, copied = (p.records for p in got.topic_data[0].partition_data)
+    assert isinstance(shared, memoryview) and shared.obj is frame and not shared.readonly
+    assert isinstance(copied, bytes) and copied == small
+    readonly = fast.decode_request(PRODUCE, 9, memoryview(bytes(frame)))
+    assert isinstance(readonly.topic_data[0].partition_data[0].records, bytes)

@@ -38,6 +38,10 @@ PRODUCE_REQUEST_VERSIONS = range(3, 13)
 PRODUCE_RESPONSE_VERSIONS = range(3, 13)
 FETCH_RESPONSE_VERSIONS = range(4, 13)
 PRODUCE_FLEXIBLE = 9
+#: Records at least this large are handed over as a view of the request's bytes when those are
+#: writable: a frame that large has a buffer of its own (FrameReader), so the batch can be checked
+#: and appended in place, without a copy.
+SHARED_RECORDS = 64 * 1024
 FETCH_FLEXIBLE = 12
 
 Parts = list[bytes | bytearray | memoryview]
@@ -180,6 +184,9 @@ def decode_produce_request(request_class: Any, body: memoryview, version: int) -
             size, pos = _length(body, pos + 4, flexible, True)
             if size < 0:
                 records = None
+            elif size >= SHARED_RECORDS and not body.readonly:
+                records = body[pos : pos + size]
+                pos += size
             else:
                 records = bytes(body[pos : pos + size])
                 pos += size

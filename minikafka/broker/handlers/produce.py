@@ -69,7 +69,7 @@ def _next_batch(records: bytes, pos: int) -> int | None:
     return pos + LOG_OVERHEAD + length
 
 
-def single_batch(records: bytes | None, version: int) -> bytearray:
+def single_batch(records: bytes | memoryview | None, version: int) -> bytearray | memoryview:
     """The one v2 batch a Produce v3+ partition must carry (ProduceRequest.validateRecords)."""
     if not records:
         raise KafkaError(ErrorCode.INVALID_RECORD, "a partition must carry one record batch")
@@ -83,6 +83,8 @@ def single_batch(records: bytes | None, version: int) -> bytearray:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
     if _next_batch(records, end) is not None:
         raise KafkaError(ErrorCode.INVALID_RECORD, "a partition must carry exactly one record batch")
+    if isinstance(records, memoryview) and not records.readonly:
+        return records[:end]  # the request's own buffer (a large frame): appended in place
     return bytearray(memoryview(records)[:end])
 
 
