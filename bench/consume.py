@@ -5,7 +5,9 @@ The mock keeps only about 5 MB per partition, so the data is spread over many pa
 most ``--partition-mb`` each: topics of 4 partitions (what the mock gives a topic it creates).
 Both brokers get the same records (1 KiB random values by default, produced with acks=all before
 any clock starts). The consumer assigns every partition from offset 0 (no group protocol) and
-counts records and value bytes; the clock runs from the first record received to the last.
+counts records and value bytes; the clock runs from the first record received to the last. The
+broker's CPU time per GB served (user + system, /proc/<pid>/stat, over the whole consumer session)
+is printed too: the consumer, not the broker, sets the pace on a 2-core machine.
 Rounds alternate between the two brokers; medians, ranges and the per-round ratio are printed.
 
     .venv/bin/python -m bench.consume [--records 200000] [--value-size 1024] [--rounds 3]
@@ -23,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench._mock import mock_broker
 from bench._produce import PRODUCER_CONFIG
-from bench._serve import serve
+from bench._serve import cpu_seconds, serve
 
 PARTITIONS_PER_TOPIC = 4
 
@@ -91,24 +93,29 @@ def main() -> None:
     per_topic = per_partition * PARTITIONS_PER_TOPIC
     topics = [f"consume-{i}" for i in range(-(-args.records // per_topic))]
     total = per_topic * len(topics)
-    with serve() as (mk_bootstrap, _proc, _data), mock_broker() as (mock_bootstrap, _mock):
+    with serve() as (mk_bootstrap, mk_proc, _data), mock_broker() as (mock_bootstrap, mock_proc):
         admin = AdminClient({"bootstrap.servers": mk_bootstrap})
         for future in admin.create_topics([NewTopic(t, PARTITIONS_PER_TOPIC, 1) for t in topics]).values():
             future.result(30)
         peers = {"minikafka": mk_bootstrap, "mock": mock_bootstrap}
+        pids = {"minikafka": mk_proc.pid, "mock": mock_proc.pid}
+        cpu: dict[str, list[float]] = {name: [] for name in peers}
         for bootstrap in peers.values():
             fill(bootstrap, topics, per_partition, value)
         results: dict[str, list[float]] = {name: [] for name in peers}
         for r in range(args.rounds):
             for name in (("minikafka", "mock") if r % 2 == 0 else ("mock", "minikafka")):
+                before = cpu_seconds(pids[name])
                 seconds, size = consume_seconds(peers[name], topics, total)
+                cpu[name].append((cpu_seconds(pids[name]) - before) / (size / 1e9))
                 results[name].append(size / seconds / 1e6)
                 print(f"round {r + 1} {name:<9}: {size / seconds / 1e6:7.1f} MB/s of values "
-                      f"({total} records in {seconds:.2f} s)", flush=True)
+                      f"({total} records in {seconds:.2f} s), broker CPU {cpu[name][-1]:.2f} s per GB", flush=True)
     print(f"{total} records of {args.value_size} B in {len(topics)} topics x {PARTITIONS_PER_TOPIC} partitions "
           f"({per_partition} records each), median (range) of {args.rounds} rounds")
     for name, rates in results.items():
-        print(f"{name:<9}: {statistics.median(rates):7.1f} MB/s ({min(rates):.1f}..{max(rates):.1f})")
+        print(f"{name:<9}: {statistics.median(rates):7.1f} MB/s ({min(rates):.1f}..{max(rates):.1f}), "
+              f"broker CPU {statistics.median(cpu[name]):.2f} s per GB of values served")
     ratios = [a / b for a, b in zip(results["minikafka"], results["mock"], strict=True)]
     print(f"minikafka / mock: {statistics.median(ratios):.2f} ({min(ratios):.2f}..{max(ratios):.2f})  (target >= 0.9)")
 
