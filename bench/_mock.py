@@ -15,6 +15,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from bench._serve import reap
+
 
 @contextmanager
 def mock_broker() -> Iterator[tuple[str, subprocess.Popen[str]]]:
@@ -30,12 +32,7 @@ def mock_broker() -> Iterator[tuple[str, subprocess.Popen[str]]]:
         yield line.split()[-1], proc
     finally:
         proc.stdin.close()  # the child exits when its stdin ends
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
-        proc.stdout.close()
+        reap(proc)
 
 
 def main() -> None:

@@ -45,14 +45,20 @@ def serve(
         yield f"127.0.0.1:{match.group(2)}", proc, directory
     finally:
         proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
-        proc.stdout.close()
+        reap(proc)
         if made:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def reap(proc: subprocess.Popen[str]) -> None:
+    """Wait for a child asked to stop (killed after 30 s) and close its output pipe."""
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(30)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def cpu_seconds(pid: int) -> float:

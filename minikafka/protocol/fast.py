@@ -204,15 +204,8 @@ def decode_produce_request(request_class: Any, body: memoryview, version: int) -
         topics.append(topic)
     if flexible:
         _no_tags(body, pos)
-    request = _new(request_class[None], version)
-    request._header = None
-    request._min_version = None
-    request._max_version = None
-    request.transactional_id = transactional_id
-    request.acks = acks
-    request.timeout_ms = timeout_ms
-    request.topic_data = topics
-    return request
+    return make(request_class[version], transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
+                topic_data=topics)
 
 
 # ----------------------------------------------------------------------------- writing
