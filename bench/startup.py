@@ -3,7 +3,7 @@
 * ``minikafka serve``: from spawning the process to a Metadata v1 answer on its port (the
   client polls the port every millisecond). Targets: under 0.2 s (a Rust peer starts in about
   10 ms, a JVM Kafka in about 1.2 s).
-* the in-process broker the pytest fixture uses (:class:`minikafka.testing.MiniKafka`): from
+* the in-process broker the pytest fixture uses (:class:`minikafka.testkit.MiniKafka`): from
   ``start()`` to the Metadata answer, in a process that has imported minikafka already.
   Target: under 0.01 s.
 
@@ -104,7 +104,7 @@ def process_cpu_seconds(pid: int) -> float:
 
 def time_in_process(runs: int) -> tuple[list[float], list[float]]:
     """(start() returned, Metadata answered) per run."""
-    from minikafka.testing import MiniKafka
+    from minikafka.testkit import MiniKafka
 
     started_times, answered_times = [], []
     for _ in range(runs):

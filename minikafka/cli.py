@@ -255,12 +255,12 @@ def serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         control = admin = None
         if wants_control:
-            from minikafka.broker.control import BrokerControl
+            from minikafka.testkit.control import BrokerControl
 
             control = BrokerControl(broker)  # installs the fault interceptor before the first request
             control.faults.add_all(fault_specs)
         if control is not None and args.admin_port is not None:
-            from minikafka.broker.admin_http import AdminServer
+            from minikafka.testkit.admin_http import AdminServer
 
             # bound before the broker starts: a busy admin port must not leave a half-started broker
             admin = await AdminServer(control, args.admin_host or args.host, int(args.admin_port)).start()
@@ -305,7 +305,7 @@ def _for_the_command_line(exc: StartupError, args: argparse.Namespace) -> str:
 def _load_faults(path: str | None) -> list[dict[str, Any]]:
     if not path:
         return []
-    from minikafka.broker.faults import FaultRule, FaultRuleError, load_rules
+    from minikafka.testkit.faults import FaultRule, FaultRuleError, load_rules
 
     try:
         specs = load_rules(path)

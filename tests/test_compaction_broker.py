@@ -10,7 +10,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from minikafka.storage.batch import split_batches
-from minikafka.testing import MiniKafka
+from minikafka.testkit import MiniKafka
 from tests.kafka_wire import RawClient, build_batch
 from tests.scenario_helpers import create_topic, produce
 from tests.test_fetch import fetch

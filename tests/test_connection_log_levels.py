@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from minikafka.testing import MiniKafka
+from minikafka.testkit import MiniKafka
 
 
 @pytest.mark.parametrize("how", ["reset", "close mid-frame"])

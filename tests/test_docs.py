@@ -118,7 +118,7 @@ def test_data_block_parses(block: DocBlock) -> None:
     if block.lang == "yaml":
         data = yaml.safe_load(block.text)
         if "rules" in data:  # a fault-rule file: every rule is valid
-            from minikafka.broker.faults import FaultRule
+            from minikafka.testkit.faults import FaultRule
 
             for spec in data["rules"]:
                 FaultRule.from_dict(spec)
@@ -233,7 +233,7 @@ def test_set_up_command_starts_a_broker_from_a_fresh_copy(block: DocBlock, tmp_p
 @pytest.mark.parametrize("block", blocks_of("spark"), ids=lambda b: b.name)
 def test_spark_block_runs_on_a_real_data_dir(block: DocBlock, tmp_path: Path) -> None:
     # the docs read the broker's data dir, /var/lib/minikafka: a data dir with those topics takes its place
-    from minikafka.testing import MiniKafka
+    from minikafka.testkit import MiniKafka
 
     data_dir = tmp_path / "data"
     with MiniKafka(data_dir=data_dir) as kafka:

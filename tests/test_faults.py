@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from minikafka.testing import MiniKafka
+from minikafka.testkit import MiniKafka
 from tests.client_helpers import CLIENTS, check_consumed, make_records
 
 
@@ -351,7 +351,7 @@ def test_error_before_on_init_producer_id_is_retried_until_the_producer_gets_its
 
 
 def test_invalid_rules_are_refused_with_a_reason(minikafka: MiniKafka) -> None:
-    from minikafka.broker.faults import FaultRuleError
+    from minikafka.testkit.faults import FaultRuleError
 
     for spec, reason in [
         ({"action": "explode"}, "action must be one of"),
@@ -391,7 +391,7 @@ def test_error_after_on_metadata_reports_the_topic_error_to_the_client(minikafka
 
 
 def test_a_list_of_rules_is_added_whole_or_not_at_all(minikafka: MiniKafka) -> None:
-    from minikafka.broker.faults import FaultRuleError
+    from minikafka.testkit.faults import FaultRuleError
 
     minikafka.faults.close_connection(id="taken")
     with pytest.raises(FaultRuleError, match="exists already"):

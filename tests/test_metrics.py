@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from minikafka.testing import MiniKafka
+from minikafka.testkit import MiniKafka
 from tests.test_faults import VALUES, confluent, send_one_by_one
 
 

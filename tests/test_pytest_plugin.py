@@ -106,7 +106,7 @@ def test_a_crashed_session_broker_is_back_for_the_next_test(pytester: pytest.Pyt
 
 
 def test_a_broker_that_cannot_start_fails_at_once_and_leaves_no_data_dir(minikafka_factory: Any) -> None:
-    from minikafka.testing import MiniKafka
+    from minikafka.testkit import MiniKafka
 
     taken = minikafka_factory()
     kafka = MiniKafka(port=taken.port)

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from minikafka.testing import MiniKafka
+from minikafka.testkit import MiniKafka
 
 
 def run_python(code: str) -> str:
@@ -25,7 +25,7 @@ def test_the_broker_loads_without_kafka_pythons_client_or_package_metadata() -> 
         import sys
         from minikafka import _kafka_codec
         _kafka_codec.defer_codec_packages()
-        import minikafka.broker.server, minikafka.broker.embedded, minikafka.broker.control
+        import minikafka.broker.server, minikafka.broker.embedded, minikafka.testkit.control
         heavy = [m for m in ("kafka.producer", "kafka.consumer", "kafka.admin", "kafka.net",
                              "kafka.protocol.admin.acl", "importlib.metadata", "crc32c._cli") if m in sys.modules]
         print(heavy)

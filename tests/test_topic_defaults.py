@@ -7,7 +7,7 @@ from __future__ import annotations
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from minikafka.testing import MiniKafka
+from minikafka.testkit import MiniKafka
 
 
 def test_every_way_to_make_a_topic_without_a_count_gets_num_partitions() -> None:

@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from minikafka.testing import MiniKafka
+from minikafka.testkit import MiniKafka
 from tests.kafka_wire import RawClient
 from tests.txn_helpers import COMMIT, add_partitions, end_txn, init_pid, markers, txn_records
 

@@ -16,7 +16,7 @@ from kafka.protocol.consumer import ListOffsetsRequest
 
 from minikafka.broker.embedded import BrokerThread
 from minikafka.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
-from minikafka.testing import MiniKafka
+from minikafka.testkit import MiniKafka
 from tests.kafka_wire import RawClient, build_batch
 from tests.scenario_helpers import create_topic, produce
 from tests.test_crash_recovery import BrokerProcess, _free_port

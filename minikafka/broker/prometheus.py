@@ -15,7 +15,7 @@ row in :data:`BROKER_METRICS` or :data:`PARTITION_METRICS`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -28,7 +28,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 if TYPE_CHECKING:
-    from minikafka.broker.faults import FaultInjector
     from minikafka.broker.server import Broker
     from minikafka.storage.log import PartitionLog
 
@@ -92,12 +91,17 @@ PARTITION_METRICS: list[tuple[str, str, str, Callable[[PartitionLog], float]]] =
 ]
 
 
-class BrokerCollector:
-    """Reads one broker's numbers (and its fault rules' counts) at scrape time."""
+class Collector(Protocol):
+    """prometheus_client's collector interface: what :func:`render` adds beside the broker's own."""
 
-    def __init__(self, broker: Broker, faults: FaultInjector | None = None) -> None:
+    def collect(self) -> Iterator[Metric]: ...
+
+
+class BrokerCollector:
+    """Reads one broker's numbers at scrape time."""
+
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.faults = faults
 
     def collect(self) -> Iterator[Metric]:
         broker = self.broker
@@ -125,22 +129,14 @@ class BrokerCollector:
                 family.add_metric([plog.topic, str(plog.partition)], read(plog))
             yield family
 
-        rules = self.faults.rules if self.faults is not None else []
-        fired = CounterMetricFamily("minikafka_fault_rule_fired", "Times a fault rule acted on a request.",
-                                    labels=["rule", "action"])
-        matched = CounterMetricFamily("minikafka_fault_rule_matched", "Requests a fault rule matched.",
-                                      labels=["rule", "action"])
-        for rule in rules:
-            fired.add_metric([str(rule.id), rule.action], rule.fired)
-            matched.add_metric([str(rule.id), rule.action], rule.matched)
-        yield fired
-        yield matched
 
-
-def render(broker: Broker, faults: FaultInjector | None = None) -> str:
-    """The Prometheus text (format 0.0.4) of ``broker``, plus the process and Python collectors."""
+def render(broker: Broker, *extra: Collector) -> str:
+    """The Prometheus text (format 0.0.4) of ``broker``, plus the process and Python collectors and
+    any ``extra`` ones (the test kit adds its fault rules' counts)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(broker, faults))
+    registry.register(BrokerCollector(broker))
+    for collector in extra:
+        registry.register(collector)  # type: ignore[arg-type]
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)

@@ -21,6 +21,7 @@ from minikafka.broker.dispatch import build_api_table
 from minikafka.broker.fetch_waiters import FetchWaiters
 from minikafka.broker.flusher import Flusher
 from minikafka.broker.groups import GroupCoordinator  # consumer groups
+from minikafka.broker.interceptor import RequestInterceptor
 from minikafka.broker.limits import ConnectionQuotas, close_idle_connections, peer_ip
 from minikafka.broker.listeners import Listener, ListenerSet, current_listener
 from minikafka.broker.metrics import Metrics
@@ -63,7 +64,7 @@ class Broker:
         self._background: list[asyncio.Task[Any]] = []
         self.port: int = self.config.port
         self.started = False
-        self.interceptor: Any = None  # fault injection hook (minikafka.broker.faults)
+        self.interceptor: RequestInterceptor | None = None  # sees every request when set (the test kit's faults)
         self.groups: GroupCoordinator | None = None  # consumer groups: created in start()
         self.transactions: TransactionCoordinator | None = None  # transactional ids: created in start()
 

@@ -1,6 +1,6 @@
 """Lifecycle and admin operations on a running broker, for tests and the admin endpoint.
 
-:class:`BrokerControl` owns a broker's :class:`~minikafka.broker.faults.FaultInjector` and
+:class:`BrokerControl` owns a broker's :class:`~minikafka.testkit.faults.FaultInjector` and
 adds what no Kafka API offers: crash the broker (stop without flush, snapshot or
 clean-shutdown marker) and start it again from the same data directory on the same port, roll
 a segment now, expire producers now. Every method runs on the broker's event loop.
@@ -18,8 +18,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from minikafka.broker.faults import FaultInjector
 from minikafka.broker.topics import is_internal
+from minikafka.testkit.faults import FaultInjector, FaultRuleCollector
 
 if TYPE_CHECKING:
     from minikafka.broker.server import Broker
@@ -99,6 +99,12 @@ class BrokerControl:
         self.restarts += 1
         log.info("broker started again on %s in %.1f ms (recovery %.1f ms)", broker.bootstrap,
                  (time.perf_counter() - started) * 1000, broker.metrics.recovery_seconds * 1000)
+
+    def metrics_text(self) -> str:
+        """The Prometheus text of ``GET /metrics``: the broker's numbers and the fault rules' counts."""
+        from minikafka.broker import prometheus  # prometheus_client: only when someone scrapes
+
+        return prometheus.render(self.broker, FaultRuleCollector(self.faults))
 
     # ----------------------------------------------------------------- storage
     def _logs(self, topic: str | None, partition: int | None) -> list[PartitionLog]:

@@ -35,10 +35,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from minikafka.broker import prometheus
-from minikafka.broker.control import BrokerControl
-from minikafka.broker.faults import FaultRuleError, rule_specs
 from minikafka.errors import KafkaError
 from minikafka.startup_errors import BindError, bind_reason
+from minikafka.testkit.control import BrokerControl
+from minikafka.testkit.faults import FaultRuleError, rule_specs
 
 log = logging.getLogger("minikafka.admin")
 
@@ -228,7 +228,7 @@ class AdminServer:
         return _json(200 if up else 503, {"status": "up" if up else "down", "bootstrap": self.control.broker.bootstrap})
 
     async def _metrics(self, _body: Any) -> Response:
-        text = prometheus.render(self.control.broker, self.control.faults)
+        text = self.control.metrics_text()
         return 200, prometheus.CONTENT_TYPE, text.encode()
 
     async def _status(self, _body: Any) -> Response:

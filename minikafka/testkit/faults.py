@@ -36,17 +36,19 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from minikafka.broker import fault_messages as messages
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.errors import ErrorCode
 from minikafka.protocol.apis import ApiSpec
+from minikafka.testkit import fault_messages as messages
 
 if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
     from minikafka.broker.server import Broker
 
 log = logging.getLogger("minikafka.faults")
@@ -482,3 +484,24 @@ class FaultInjector:
             if until_client_leaves and (conn.reader.at_eof() or conn.transport.is_closing()):
                 return
             await asyncio.sleep(min(remaining, 0.02))
+
+
+class FaultRuleCollector:
+    """The rules' counts for ``GET /metrics``, beside the broker's own numbers
+    (``minikafka.broker.prometheus.render(broker, FaultRuleCollector(injector))``)."""
+
+    def __init__(self, faults: FaultInjector) -> None:
+        self.faults = faults
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import CounterMetricFamily  # scraped only through the admin endpoint
+
+        fired = CounterMetricFamily("minikafka_fault_rule_fired", "Times a fault rule acted on a request.",
+                                    labels=["rule", "action"])
+        matched = CounterMetricFamily("minikafka_fault_rule_matched", "Requests a fault rule matched.",
+                                      labels=["rule", "action"])
+        for rule in self.faults.rules:
+            fired.add_metric([str(rule.id), rule.action], rule.fired)
+            matched.add_metric([str(rule.id), rule.action], rule.matched)
+        yield fired
+        yield matched

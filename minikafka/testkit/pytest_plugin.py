@@ -1,0 +1,142 @@
+"""pytest fixtures that give each test (or the session) a real minikafka broker.
+
+Installed with minikafka (entry point ``pytest11``), so a test only names a fixture::
+
+    def test_orders_are_not_duplicated(minikafka):
+        topic = minikafka.new_topic(partitions=3)
+        rule = minikafka.faults.drop_response(api="Produce", topic=topic)
+        run_my_producer(minikafka.bootstrap, topic)
+        assert rule.fired == 1
+        assert len(minikafka.records(topic, 0)) == expected
+
+Fixtures:
+
+``minikafka``
+    a broker for one test, on a free port over a fresh temporary data dir.
+``minikafka_session``
+    one broker shared by the whole session (use :meth:`MiniKafka.new_topic` for unique topics;
+    its fault rules are cleared after each test that used it).
+``minikafka_factory``
+    a function that starts brokers with given options; all stop at the end of the test.
+
+Data dirs are fresh temporary directories on a RAM filesystem (``/dev/shm``) when one with
+room is there — a first start's fsyncs are most of a broker's start-up time on a disk — and are
+removed when the broker stops. ``minikafka_data_in_memory = false`` in the pytest ini file puts
+them under pytest's ``tmp_path`` instead (kept for inspection, as pytest keeps those).
+
+Settings for ``minikafka`` come from ``@pytest.mark.minikafka(config={...}, faults=[...],
+admin_port=0)``. The broker runs on a thread of its own, so sync and asyncio tests alike can
+use any client library against ``minikafka.bootstrap``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import warnings
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from minikafka.testkit import MiniKafka
+
+_MARKER = "minikafka"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "minikafka_data_in_memory",
+        "put the minikafka fixtures' data dirs on a RAM filesystem (/dev/shm) when one with room is there "
+        "(default true); false keeps them under pytest's tmp_path",
+        type="bool",
+        default=True,
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{_MARKER}(config=None, faults=None, admin_port=None): settings for the minikafka fixture's broker "
+        "(Kafka broker settings, fault rule specs, admin HTTP port)",
+    )
+
+
+@functools.cache
+def _load_broker_code_quietly() -> None:
+    """Import everything the broker will load, with third-party deprecation warnings silenced.
+
+    kafka-python builds its message classes from JSON schemas at import, through an
+    ``importlib.resources`` call that warns (DeprecationWarning) once per class. The broker loads
+    codec and handler modules on the first request of each API, on its own thread, during the
+    user's test: under ``filterwarnings = error`` such a warning would become an error inside the
+    broker, and otherwise hundreds of them would fill the user's warnings summary. Loading all of
+    them here, once, keeps them out of the user's run.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        from minikafka.broker.dispatch import build_api_table
+
+        for spec in build_api_table().values():
+            importlib.import_module(spec.codec_module)
+            importlib.import_module(spec.handler_module)
+        for module in ("minikafka.testkit.in_process", "minikafka.testkit.admin_http", "kafka.record", "kafka.codec"):
+            importlib.import_module(module)
+
+
+def _start(pytest_config: pytest.Config, tmp_path_factory: pytest.TempPathFactory, name: str,
+           **options: Any) -> MiniKafka:
+    _load_broker_code_quietly()  # imported when a fixture is used, not at pytest start-up
+    from minikafka.testkit import MiniKafka
+
+    if "data_dir" not in options:
+        if pytest_config.getini("minikafka_data_in_memory"):
+            options["in_memory"] = True  # a fresh dir in RAM, removed when the broker stops
+        else:
+            options["data_dir"] = tmp_path_factory.mktemp(name)
+    return MiniKafka(**options).start()
+
+
+@pytest.fixture
+def minikafka_factory(pytestconfig: pytest.Config,
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., MiniKafka]]:
+    """Start brokers: ``minikafka_factory(config={...}, faults=[...], admin_port=0, port=0, data_dir=...)``."""
+    started: list[MiniKafka] = []
+
+    def start(**options: Any) -> MiniKafka:
+        broker = _start(pytestconfig, tmp_path_factory, "minikafka", **options)
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in reversed(started):
+        broker.stop()
+
+
+@pytest.fixture
+def minikafka(request: pytest.FixtureRequest, minikafka_factory: Callable[..., MiniKafka]) -> MiniKafka:
+    """A broker for this test on a free 127.0.0.1 port, with a temporary data dir."""
+    options: dict[str, Any] = {}
+    for marker in reversed(list(request.node.iter_markers(_MARKER))):  # closest marker wins
+        options.update(marker.kwargs)
+    return minikafka_factory(**options)
+
+
+@pytest.fixture(scope="session")
+def _minikafka_session_broker(pytestconfig: pytest.Config,
+                              tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniKafka]:
+    broker = _start(pytestconfig, tmp_path_factory, "minikafka-session")
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def minikafka_session(_minikafka_session_broker: MiniKafka) -> Iterator[MiniKafka]:
+    """The session's shared broker; fault rules a test adds are removed when it ends."""
+    yield _minikafka_session_broker
+    if _minikafka_session_broker.running:
+        _minikafka_session_broker.faults.clear()
+    else:  # a test crashed it: bring it back for the next one
+        _minikafka_session_broker.start_again()
