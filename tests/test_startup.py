@@ -51,14 +51,15 @@ def test_deferred_packages_still_work_in_full_in_the_same_process() -> None:
     assert out.split() == ["module", "KafkaProducer", "0"]
 
 
-def imported_by_serve(tmp_path: Path, eager: bool) -> set[str]:
+def imported_by_serve(tmp_path: Path, eager: bool, *options: str) -> set[str]:
     """Modules `minikafka serve` imported by the time it answered Metadata (PYTHONPROFILEIMPORTTIME)."""
     from bench.startup import free_port, wait_for_metadata
 
     port = free_port()
     env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "MINIKAFKA_EAGER_IMPORTS": "1" if eager else "0"}
     process = subprocess.Popen([sys.executable, "-m", "minikafka", "serve", "--port", str(port), "--data-dir",
-                                str(tmp_path / ("eager" if eager else "deferred")), "--log-level", "WARNING"],
+                                str(tmp_path / ("eager" if eager else "deferred")), "--log-level", "WARNING",
+                                *options],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         wait_for_metadata(port, timeout=60)
@@ -74,6 +75,13 @@ def test_serve_defers_kafka_pythons_client_and_the_escape_hatch_turns_that_off(t
     assert not {"kafka.producer", "kafka.consumer", "kafka.admin", "importlib.metadata"} & deferred
     eager = imported_by_serve(tmp_path, eager=True)
     assert {"kafka.producer", "kafka.consumer", "kafka.admin"} <= eager
+
+
+def test_serve_imports_the_http_library_only_with_an_admin_port(tmp_path: Path) -> None:
+    plain = imported_by_serve(tmp_path / "plain", False)
+    assert not {m for m in plain if m == "aiohttp" or m.startswith(("aiohttp.", "minikafka.testkit"))}
+    with_admin = imported_by_serve(tmp_path / "admin", False, "--admin-port", "0")
+    assert {"aiohttp.web", "minikafka.testkit.admin_http"} <= with_admin
 
 
 def test_in_process_broker_answers_metadata_right_after_start() -> None:

@@ -82,7 +82,7 @@ def _load_broker_code_quietly() -> None:
         for spec in build_api_table().values():
             importlib.import_module(spec.codec_module)
             importlib.import_module(spec.handler_module)
-        for module in ("minikafka.testkit.in_process", "minikafka.testkit.admin_http", "kafka.record", "kafka.codec"):
+        for module in ("minikafka.testkit.in_process", "kafka.record", "kafka.codec"):
             importlib.import_module(module)
 
 
