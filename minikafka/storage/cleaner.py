@@ -46,8 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka.record.util import decode_varint
-
 from ..config import LONG_MAX, topic_setting
 from ..errors import KafkaError
 from . import checkpoints as ckpt
@@ -61,7 +59,7 @@ from .batch import (
 )
 from .log import PartitionLog
 from .recompress import compress, with_body
-from .records import decompress
+from .records import decompress, read_varint
 from .segment import LogSegment
 from .swap import CLEANED, StepHook, cleaned_path, promote_cleaned, replace_with_swap
 from .txn_index import AbortedTxn
@@ -154,39 +152,25 @@ _Record = tuple[int, int, int, int, bytes | None, bool]
 START, END, OFFSET, TS_DELTA, KEY, TOMBSTONE = range(6)
 
 
-def _varint(raw: bytes, p: int) -> tuple[int, int]:
-    """Zig-zag varint at ``p``; the one-byte case (most fields) without a function call."""
-    b = raw[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    c = raw[p + 1]
-    if c < 0x80:
-        v = (b & 0x7F) | (c << 7)
-        return (v >> 1) ^ -(v & 1), p + 2
-    value: int
-    value, p = decode_varint(raw, p)
-    return value, p
-
-
 def _records(raw: bytes, header: BatchHeader) -> list[_Record]:
     """Span, offset, timestamp delta, key and tombstone flag of each record (values not copied)."""
     out: list[_Record] = []
     pos = 0
     base = header.base_offset
     for _ in range(header.records_count):
-        length, p = _varint(raw, pos)
+        length, p = read_varint(raw, pos)
         end = p + length
         b = raw[p + 1]  # after the attributes byte: the timestamp delta
         if b < 0x80:
             ts_delta, p = (b >> 1) ^ -(b & 1), p + 2
         else:
-            ts_delta, p = decode_varint(raw, p + 1)
+            ts_delta, p = read_varint(raw, p + 1)
         b = raw[p]
         if b < 0x80:
             offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            offset_delta, p = decode_varint(raw, p)
-        key_len, p = _varint(raw, p)
+            offset_delta, p = read_varint(raw, p)
+        key_len, p = read_varint(raw, p)
         key = raw[p : p + key_len] if key_len >= 0 else None
         p += max(key_len, 0)
         out.append((pos, end, base + offset_delta, ts_delta, key, raw[p] == 1))  # value length -1 is 0x01

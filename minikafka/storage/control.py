@@ -22,7 +22,7 @@ from .batch import (
     BatchHeader,
     compute_crc,
 )
-from .records import _varint
+from .records import read_varint
 
 ABORT = 0
 COMMIT = 1
@@ -63,18 +63,18 @@ def parse_marker(batch: bytes | bytearray | memoryview, header: BatchHeader) -> 
         return None
     try:
         pos = HEADER_SIZE
-        _length, pos = _varint(batch, pos)
+        _length, pos = read_varint(batch, pos)
         pos += 1  # attributes
-        _ts, pos = _varint(batch, pos)
-        _off, pos = _varint(batch, pos)
-        key_len, pos = _varint(batch, pos)
+        _ts, pos = read_varint(batch, pos)
+        _off, pos = read_varint(batch, pos)
+        key_len, pos = read_varint(batch, pos)
         if key_len < 4 or pos + key_len > len(batch):
             return None
         version, kind = _KEY.unpack_from(batch, pos)
         pos += key_len
         if version < 0 or kind not in (ABORT, COMMIT):
             return None
-        value_len, pos = _varint(batch, pos)
+        value_len, pos = read_varint(batch, pos)
         if value_len < 6 or pos + value_len > len(batch):
             return None
         _vversion, coordinator_epoch = _VALUE.unpack_from(batch, pos)

@@ -44,8 +44,27 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{name} data does not decompress: {e}") from e
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """Zig-zag varint/varlong at ``pos``: ``(value, next position)``."""
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zig-zag varint/varlong at ``pos``: ``(value, next position)``; storage's one varint decoder.
+
+    Most fields of a record (attributes, deltas, short lengths) take one or two bytes, decoded here
+    without a loop; ``bench/codecs.py`` measures it. A varint the buffer cuts short, or one longer
+    than 64 bits, is INVALID_RECORD."""
+    try:
+        b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+        c = buf[pos + 1]
+        if c < 0x80:
+            v = (b & 0x7F) | (c << 7)
+            return (v >> 1) ^ -(v & 1), pos + 2
+    except IndexError:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "premature end of a varint") from None
+    return read_varint_loop(buf, pos)
+
+
+def read_varint_loop(buf: bytes, pos: int) -> tuple[int, int]:
+    """:func:`read_varint` for three bytes and more: a byte at a time, checked."""
     result = shift = 0
     while True:
         if pos >= len(buf):
@@ -75,29 +94,29 @@ def decode_records(batch: bytes | bytearray | memoryview, header: BatchHeader | 
     out: list[RecordInfo] = []
     pos = 0
     for _ in range(count):
-        length, pos = _varint(raw, pos)
+        length, pos = read_varint(raw, pos)
         end = pos + length
         if length < 0 or end > len(raw):
             raise KafkaError(ErrorCode.INVALID_RECORD, "record length past the end of the batch")
         pos += 1  # attributes
-        ts_delta, pos = _varint(raw, pos)
-        offset_delta, pos = _varint(raw, pos)
-        key_len, pos = _varint(raw, pos)
+        ts_delta, pos = read_varint(raw, pos)
+        offset_delta, pos = read_varint(raw, pos)
+        key_len, pos = read_varint(raw, pos)
         key_null = key_len < 0
         if key_len > 0:
             pos += key_len
-        value_len, pos = _varint(raw, pos)
+        value_len, pos = read_varint(raw, pos)
         if value_len > 0:
             pos += value_len
-        headers, pos = _varint(raw, pos)
+        headers, pos = read_varint(raw, pos)
         if headers < 0 or headers > end - pos:
             raise KafkaError(ErrorCode.INVALID_RECORD, "bad header count")
         for _h in range(headers):
-            hk, pos = _varint(raw, pos)
+            hk, pos = read_varint(raw, pos)
             if hk < 0:
                 raise KafkaError(ErrorCode.INVALID_RECORD, "negative header key length")
             pos += hk
-            hv, pos = _varint(raw, pos)
+            hv, pos = read_varint(raw, pos)
             if hv > 0:
                 pos += hv
         if pos != end:
