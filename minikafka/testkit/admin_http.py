@@ -61,6 +61,15 @@ STOP_TIMEOUT = 0.5
 JSON_TYPE = "application/json"
 
 
+class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's log of connections: a request it cannot parse (garbage, no Host header, a line too
+    long) is a client's mistake, already answered 400, so it is logged at debug, not as an error
+    with a traceback. The endpoint's own failures are logged by :meth:`AdminServer._handle`."""
+
+    def exception(self, msg: object, *args: Any, exc_info: Any = True, **kwargs: Any) -> None:
+        self.debug(msg, *args, exc_info=exc_info, **kwargs)
+
+
 class HttpError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -90,7 +99,7 @@ class AdminServer:
 
     async def start(self) -> AdminServer:
         server = web.Server(self._handle, request_factory=_request_factory, access_log=None,
-                            keepalive_timeout=IDLE_TIMEOUT)
+                            keepalive_timeout=IDLE_TIMEOUT, logger=_ProtocolLog(log, {}))
         runner = web.ServerRunner(server, shutdown_timeout=STOP_TIMEOUT)
         await runner.setup()
         try:
