@@ -3,6 +3,7 @@ follow what the broker did."""
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -92,7 +93,11 @@ def test_metrics_show_snapshots_recovery_connections_and_a_crash(kafka: MiniKafk
     assert value(families, "minikafka_producer_state_snapshots_written_total") == 1
     assert value(families, "minikafka_recovery_seconds") >= 0
     with RawClient(kafka.bootstrap), RawClient(kafka.bootstrap):
-        active = value(scrape(kafka), "minikafka_connections_active")
+        # connect() returns once the kernel accepted; the broker counts the connection when its loop
+        # takes it, which may be after the scrape's request (the admin endpoint answers in one turn)
+        deadline = time.monotonic() + 10
+        while (active := value(scrape(kafka), "minikafka_connections_active")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert active >= 2
     kafka.crash()
     down = scrape(kafka)
