@@ -393,3 +393,186 @@ def test_an_open_transaction_bounds_the_cleanable_range(tmp_path: Path) -> None:
     plog.append_marker(4, 0, commit=True, coordinator_epoch=0)
     plog.roll()
     assert cleanable(plog, None, TS).first_uncleanable == plog.segments[-1].base_offset
+
+
+# ---------------------------------------------------------------------- transaction markers
+
+
+def read_committed(plog: PartitionLog, max_bytes: int = 200) -> list[tuple[int, bytes | None, bytes | None]]:
+    """``(offset, key, value)`` a read_committed consumer gets: the broker's Fetch path (reads of
+    at most ``max_bytes`` up to the LSO, each with its aborted-transaction list), filtered as the
+    Java consumer filters each fetch (a producer is aborted from the first offset of its listed
+    transaction until its ABORT marker)."""
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    offset = plog.log_start_offset
+    for _ in range(10_000):
+        lso = plog.last_stable_offset
+        if offset >= lso:
+            return out
+        data = plog.read(offset, max_bytes, max_offset=lso)
+        batches = kafka_batches(data)
+        upper = batches[-1].next_offset
+        listed = sorted(plog.collect_aborted_transactions(offset, upper), key=lambda t: t[1])
+        aborted_pids: set[int] = set()
+        for batch in batches:
+            while listed and listed[0][1] <= batch.next_offset - 1:
+                aborted_pids.add(listed.pop(0)[0])
+            if batch.is_control_batch:
+                if batch.producer_id in aborted_pids and next(iter(batch)).key[2:4] == b"\0\0":
+                    aborted_pids.discard(batch.producer_id)
+                continue
+            if batch.is_transactional and batch.producer_id in aborted_pids:
+                continue
+            out.extend((r.offset, r.key, r.value) for r in batch if r.offset >= offset)
+        offset = upper
+    raise AssertionError("the read did not reach the LSO")
+
+
+def txn(plog: PartitionLog, pid: int, seq: int, keys: list[bytes], value: bytes) -> None:
+    plog.append_from_client(batch_of_records([(k, value, TS, []) for k in keys], producer_id=pid, epoch=0,
+                                             base_sequence=seq, transactional=True))
+
+
+def control_headers(plog: PartitionLog) -> list[Any]:
+    return [h for h in all_headers(plog) if h.is_control]
+
+
+def test_markers_go_two_cleanings_after_their_transaction_empties_and_delete_retention(tmp_path: Path) -> None:
+    """An ABORT marker and its .txnindex entry stay while any aborted batch is left; a marker
+    whose transaction has nothing left gets a delete horizon, and goes at a cleaning past it; a
+    read_committed fetch returns exactly the committed records before, between and after."""
+    retention = 10_000
+    plog = open_log(tmp_path / "t-0", compact_config(delete_retention_ms=retention))
+    plog.append_from_client(make_batch(key=b"k", value=b"plain-old"))  # 0
+    txn(plog, 9, 0, [b"k", b"x"], b"aborted")  # 1-2
+    plog.append_marker(9, 0, commit=False, coordinator_epoch=0)  # 3: ABORT
+    txn(plog, 9, 2, [b"j"], b"committed-j")  # 4
+    plog.append_marker(9, 0, commit=True, coordinator_epoch=0)  # 5: COMMIT, its data shadowed below
+    plog.append_from_client(make_batch(key=b"j", value=b"plain-j"))  # 6
+    txn(plog, 9, 3, [b"c"], b"committed-c")  # 7: the producer's last batch
+    plog.append_marker(9, 0, commit=True, coordinator_epoch=0)  # 8: COMMIT, its data stays
+    plog.roll()
+    committed = [(0, b"k", b"plain-old"), (6, b"j", b"plain-j"), (7, b"c", b"committed-c")]
+    assert [r for r in read_committed(plog) if r[0] != 4] == committed  # 4 is shadowed, not yet cleaned
+    cleaner = LogCleaner(tmp_path, lambda: [plog], lambda: now)
+
+    def clean_again(at: int) -> None:
+        nonlocal now
+        now = at
+        plog.append_from_client(make_batch(key=b"dirty", value=str(at).encode()))  # something to clean
+        plog.roll()
+        assert cleaner.clean_once() is not None
+
+    now = TS
+    assert cleaner.clean_once() is not None  # pass 1: the aborted and shadowed records go
+    assert [h.base_offset for h in control_headers(plog)] == [3, 5, 8]
+    assert not any(h.attributes & 0x40 for h in control_headers(plog))
+    assert plog.collect_aborted_transactions(0, plog.log_end_offset) == [(9, 1)]  # the producer's empty batch
+    assert [r for r in read_committed(plog) if r[1] != b"dirty"] == committed
+
+    clean_again(TS + 1)  # pass 2: nothing of either transaction is left; horizons are written
+    controls = control_headers(plog)
+    assert [h.base_offset for h in controls] == [3, 5, 8]
+    horizons = {h.base_offset: h.base_timestamp for h in controls if h.attributes & 0x40}
+    assert horizons == {3: TS + 1 + retention, 5: TS + 1 + retention}
+    assert plog.collect_aborted_transactions(0, plog.log_end_offset) == []
+    marker_batches = [b for b in kafka_batches(plog.read(0, 1 << 20)) if b.is_control_batch]
+    assert all(r.timestamp == b.max_timestamp for b in marker_batches for r in b)  # record timestamps unchanged
+    assert [r for r in read_committed(plog) if r[1] != b"dirty"] == committed
+
+    clean_again(TS + retention)  # before the horizon: they stay
+    assert [h.base_offset for h in control_headers(plog)] == [3, 5, 8]
+    clean_again(TS + 1 + retention)  # at the horizon: they go; the COMMIT of kept data stays
+    assert [h.base_offset for h in control_headers(plog)] == [8]
+    assert [r for r in read_committed(plog) if r[1] != b"dirty"] == committed
+    assert plog.last_stable_offset == plog.log_end_offset
+
+    plog.abandon()  # a crash: producer state and the aborted index come back from the cleaned log
+    again = open_log(tmp_path / "t-0", compact_config(delete_retention_ms=retention), clean=False)
+    assert again.last_stable_offset == again.log_end_offset
+    assert [r for r in read_committed(again) if r[1] != b"dirty"] == committed
+    dup = again.append_from_client(batch_of_records([(b"c", b"committed-c", TS, [])], producer_id=9, epoch=0,
+                                                    base_sequence=3, transactional=True))
+    assert dup.duplicate and dup.base_offset == 7
+    again.close()
+
+
+def test_an_abort_marker_stays_while_aborted_records_are_left_in_a_later_group(tmp_path: Path) -> None:
+    """A transaction whose records span several groups (small segment.bytes): at every cleaning
+    each listed aborted transaction still has its ABORT marker, aborted batches still in the log
+    are listed (the entry goes one cleaning after them, the marker at a later one), and a read_committed fetch in small steps returns exactly the committed records."""
+    plog = open_log(tmp_path / "t-0", compact_config(segment_bytes=300, delete_retention_ms=0))
+    for i in range(6):
+        txn(plog, 4, i, [f"a{i}".encode()], b"aborted")
+        plog.append_from_client(make_batch(key=f"p{i}".encode(), value=b"plain"))
+        if i % 2:
+            plog.roll()
+    plog.append_marker(4, 0, commit=False, coordinator_epoch=0)
+    txn(plog, 4, 6, [b"last"], b"committed")
+    plog.append_marker(4, 0, commit=True, coordinator_epoch=0)
+    plog.roll()
+    expected = {f"p{i}".encode(): b"plain" for i in range(6)} | {b"last": b"committed"}
+    assert {k: v for _o, k, v in read_committed(plog, 150)} == expected
+    now = TS
+    cleaner = LogCleaner(tmp_path, lambda: [plog], lambda: now)
+    for step in range(5):
+        now = TS + step
+        if step:
+            plog.append_from_client(make_batch(key=b"p0", value=b"newer"))
+            plog.roll()
+            expected[b"p0"] = b"newer"
+        cleaner.clean_once()
+        headers = all_headers(plog)
+        listed = plog.collect_aborted_transactions(0, plog.log_end_offset)
+        abort_offsets = [h.base_offset for h in headers if h.is_control and h.base_offset <= 12]
+        aborted_left = [h for h in headers if h.producer_id == 4 and not h.is_control and h.base_sequence < 6]
+        if aborted_left:  # aborted batches (emptied or not) are listed while they are left
+            assert listed == [(4, 0)]
+        if listed:
+            assert abort_offsets == [12]
+        got = read_committed(plog, 150)
+        assert not any(v == b"aborted" for _o, _k, v in got)
+        assert {k: v for _o, k, v in got} == expected
+    assert not plog.collect_aborted_transactions(0, plog.log_end_offset)
+    assert not [h for h in all_headers(plog) if h.is_control and h.base_offset == 12]  # gone in the end
+
+
+def all_headers(plog: PartitionLog) -> list[Any]:
+    """Every batch header of the log, across segments."""
+    out: list[Any] = []
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, 1 << 20)
+        if not data:
+            break
+        out.extend(h for _p, h in split_batches(data))
+        offset = out[-1].next_offset
+    return out
+
+
+def test_a_marker_that_bumped_the_producer_epoch_stays_for_fencing(tmp_path: Path) -> None:
+    """A producer whose last write is an ABORT marker with a new epoch (a timed-out transaction)
+    has no cached batches: that marker stays however old, so a restart still fences the old epoch."""
+    from minikafka.errors import ErrorCode, KafkaError
+
+    plog = open_log(tmp_path / "t-0", compact_config(delete_retention_ms=0))
+    txn(plog, 6, 0, [b"k"], b"aborted")  # 0
+    plog.append_marker(6, 1, commit=False, coordinator_epoch=0)  # 1: ABORT with the bumped epoch
+    plog.append_from_client(make_batch(key=b"k", value=b"plain"))  # 2
+    plog.roll()
+    now = TS
+    cleaner = LogCleaner(tmp_path, lambda: [plog], lambda: now)
+    for step in range(4):
+        now = TS + step
+        plog.append_from_client(make_batch(key=b"dirty", value=str(step).encode()))
+        plog.roll()
+        assert cleaner.clean_once() is not None
+    assert [(h.base_offset, h.producer_epoch, h.records_count) for h in control_headers(plog)] == [(1, 1, 1)]
+    assert not plog.collect_aborted_transactions(0, plog.log_end_offset)
+    plog.abandon()
+    again = open_log(tmp_path / "t-0", compact_config(delete_retention_ms=0), clean=False)
+    with pytest.raises(KafkaError) as fenced:
+        again.append_from_client(batch_of_records([(b"k", b"zombie", TS, [])], producer_id=6, epoch=0,
+                                                  base_sequence=1, transactional=True))
+    assert fenced.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    again.close()

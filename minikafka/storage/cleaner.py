@@ -24,9 +24,21 @@ Kafka's algorithm for one broker (``core/src/main/scala/kafka/log/LogCleaner.sca
 * **Transactions.** The dirty part ends at the segment holding the last stable offset, so every
   transaction in the cleaned range is complete. Records of aborted transactions (found through the
   ``.txnindex`` entries) are removed and shadow nothing; committed transactional records are
-  compacted like any other. Markers (control batches) are all kept, and a cleaned segment carries
-  the ``.txnindex`` entries of the segments it replaces. Kafka also removes markers once they are
-  no longer needed; minikafka keeps them.
+  compacted like any other. A marker (control batch) goes once nothing needs it, as in Kafka's
+  ``CleanedTransactionMetadata``: the cleaning reads the range in offset order and notes, per
+  producer, whether a batch of the transaction a marker closes (data or a kept empty batch) lies
+  before the marker in what it read. While one does, the marker stays, and an ABORT marker also
+  keeps its ``.txnindex`` entry (written into the cleaned segment's index); so a read_committed
+  reader that still meets aborted records always meets their entry and then their marker. A marker
+  whose transaction has nothing left is removed in two passes, as Kafka does since KIP-534: the
+  first cleaning that finds it so writes a *delete horizon* into it (attribute bit 6, the base
+  timestamp set to cleaning time + ``delete.retention.ms``, record timestamp deltas rebased so
+  record timestamps are unchanged) and drops its ``.txnindex`` entry; a later cleaning at or past
+  the horizon removes it. A consumer that read the transaction's records before they were cleaned
+  away thus has ``delete.retention.ms`` to read on to the marker, as for tombstones. A marker that
+  is the last thing producer state needs stays whole: when a producer has no cached batches left
+  (its last write was a marker that bumped its epoch), its markers of its current epoch are kept
+  (Kafka's ``isBatchLastRecordOfProducer``), as is the last batch of each group.
 
 Threading: :meth:`LogCleaner.clean_log` runs the planning and the swap on the caller's thread
 (the event loop) and the reading and writing (:func:`write_cleaned`) on a worker thread, at no
@@ -46,6 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafka.record.util import encode_varint
+
 from ..config import LONG_MAX, topic_setting
 from ..errors import KafkaError
 from . import checkpoints as ckpt
@@ -57,6 +71,7 @@ from .batch import (
     TRANSACTIONAL_FLAG,
     BatchHeader,
 )
+from .control import parse_marker
 from .log import PartitionLog
 from .recompress import compress, with_body
 from .records import decompress, read_varint
@@ -236,6 +251,7 @@ class AbortedRanges:
     there is complete: a transactional batch outside every aborted range was committed."""
 
     def __init__(self, entries: list[AbortedTxn]) -> None:
+        self.entries = entries
         ranges: dict[int, list[tuple[int, int]]] = {}
         for txn in entries:
             ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
@@ -248,6 +264,80 @@ class AbortedRanges:
             return False
         i = bisect_right(firsts, header.base_offset) - 1
         return i >= 0 and header.base_offset <= self._lasts[header.producer_id][i]
+
+
+#: Attribute bit 6: the batch's base timestamp is its delete horizon (KIP-534).
+DELETE_HORIZON_FLAG = 0x40
+
+
+class TransactionsSeen:
+    """Which markers a cleaning still needs, found while it reads its range in offset order
+    (Kafka's ``CleanedTransactionMetadata``): per producer, whether a batch of its current
+    transaction has been read since its last marker. The aborted transactions come from the
+    ``.txnindex`` entries; one becomes current for its producer once the reading reaches its
+    first offset."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset)
+        self._next = 0
+        self._aborted: dict[int, tuple[AbortedTxn, bool]] = {}  # producer -> (entry, a batch was read)
+        self._committed: set[int] = set()  # producers with a batch read since their last marker
+
+    def _reach(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].first_offset <= offset:
+            txn = pending[self._next]
+            self._aborted.setdefault(txn.producer_id, (txn, False))
+            self._next += 1
+
+    def on_data(self, header: BatchHeader) -> bool:
+        """Note a data batch (empty ones too); True if it belongs to an aborted transaction."""
+        self._reach(header.last_offset)
+        if not header.attributes & TRANSACTIONAL_FLAG:
+            return False
+        pid = header.producer_id
+        current = self._aborted.get(pid)
+        if current is not None:
+            self._aborted[pid] = (current[0], True)
+            return True
+        self._committed.add(pid)
+        return False
+
+    def on_control(self, batch: memoryview, header: BatchHeader) -> tuple[bool, AbortedTxn | None]:
+        """Note a control batch: whether nothing before it needs it any more, and the
+        ``.txnindex`` entry it keeps (an ABORT marker whose transaction has batches left)."""
+        self._reach(header.last_offset)
+        marker = parse_marker(batch, header)
+        pid = header.producer_id
+        if marker is None:
+            return header.records_count <= 0, None  # an emptied control batch; other kinds stay
+        if marker.commit:
+            needed = pid in self._committed
+            self._committed.discard(pid)
+            return not needed, None
+        current = self._aborted.pop(pid, None)
+        if current is not None and current[1]:
+            return False, current[0]
+        return True, None
+
+
+def _with_delete_horizon(batch: memoryview, header: BatchHeader, horizon_ms: int) -> bytearray:
+    """An uncompressed batch with ``horizon_ms`` as its delete horizon: attribute bit 6, base
+    timestamp the horizon, each record's timestamp delta rebased so its timestamp is unchanged."""
+    raw = bytes(batch[HEADER_SIZE : header.size])
+    shift = header.base_timestamp - horizon_ms
+    body = bytearray()
+    for start, end, _o, ts_delta, _k, _t in _records(raw, header):
+        _length, p = read_varint(raw, start)
+        _old, after_ts = read_varint(raw, p + 1)
+        record = bytearray(raw[p : p + 1])
+        encode_varint(ts_delta + shift, record.append)
+        record += raw[after_ts:end]
+        encode_varint(len(record), body.append)
+        body += record
+    rebuilt = BatchHeader(**{name: getattr(header, name) for name in BatchHeader.__dataclass_fields__})
+    rebuilt.base_timestamp = horizon_ms
+    return with_body(rebuilt, header.attributes | DELETE_HORIZON_FLAG, bytes(body))
 
 
 def _untouched(header: BatchHeader) -> bool:
@@ -280,6 +370,8 @@ class Plan:
     config: CleanerConfig
     producer_last_offsets: dict[int, int]  # producer id -> last offset of its last batch
     max_map_keys: int
+    #: producer id -> epoch, for producers without cached batches: their markers of that epoch stay
+    producer_marker_epochs: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -383,6 +475,7 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
     aborted = [plan.aborted[i] for i in in_range]
     cfg = plan.config
     last_of_producer = set(plan.producer_last_offsets.items())
+    txns = TransactionsSeen([t for t in plan.aborted_ranges.entries if t.first_offset < map_end])
     for group in group_segments(segments, sizes, cfg):
         olds = [segments[i] for i in group]
         base = olds[0].base_offset
@@ -393,6 +486,7 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
         out.fd = os.open(out.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         read = 0
         changed = False
+        entries: list[AbortedTxn] = []  # the cleaned segment's .txnindex
         try:
             for k, i in enumerate(group):
                 seg, size = segments[i], sizes[i]
@@ -406,13 +500,20 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
                         raise Cancelled
                     last_of_group = k == len(olds) - 1 and n == len(batches) - 1
                     keep_empty = last_of_group or (header.producer_id, header.last_offset) in last_of_producer
+                    if header.is_control:
+                        kept_batch = _clean_control(batch, header, txns, entries, plan, keep_empty)
+                        if kept_batch is not None:
+                            out.append(bytes(kept_batch), BatchHeader.parse(kept_batch))
+                        changed |= kept_batch is not batch
+                        continue
+                    aborted_txn = txns.on_data(header)
                     if _untouched(header):
-                        if header.is_control or keep_empty:
+                        if keep_empty:
                             out.append(bytes(batch), header)
                         else:
                             changed = True  # an empty batch no longer needed by its producer
                         continue
-                    if plan.aborted_ranges.contains(header):  # an aborted transaction's records all go
+                    if aborted_txn:  # an aborted transaction's records all go
                         raw, removed, kept = b"", header.records_count, []
                     else:
                         raw = _raw_records(batch, header)
@@ -431,6 +532,8 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
                     new = _retained_batch(batch, header, raw, kept)
                     out.append(new, BatchHeader.parse(new))
                 step("batch-written")
+            if entries != [t for i in group for t in aborted[i]]:
+                changed = True  # entries of markers that went, or of transactions with nothing left
             if not changed and len(olds) == 1:
                 result.groups.append(CleanedGroup(base, olds, read, 0, True))
                 out.close()
@@ -442,7 +545,7 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
             step("cleaned-log-synced")
             out.offset_index.save()
             out.time_index.save()
-            _write_aborted(cleaned_path(plan.directory, base, ".txnindex"), [t for i in group for t in aborted[i]])
+            _write_aborted(cleaned_path(plan.directory, base, ".txnindex"), entries)
             step("cleaned-indexes-saved")
             throttler.add(out.size)
             result.groups.append(CleanedGroup(base, olds, read, out.size, False))
@@ -456,9 +559,27 @@ def write_cleaned(plan: Plan, throttler: Throttler, cancelled: threading.Event,
     return result
 
 
+def _clean_control(batch: memoryview, header: BatchHeader, txns: TransactionsSeen, entries: list[AbortedTxn],
+                   plan: Plan, keep: bool) -> memoryview | bytearray | None:
+    """What becomes of a control batch: ``batch`` itself (kept as it is), a copy carrying its
+    delete horizon (its transaction has nothing left: removed by a cleaning past the horizon), or
+    None (removed). An ABORT marker still needed adds its ``.txnindex`` entry to ``entries``."""
+    removable, entry = txns.on_control(batch, header)
+    if entry is not None:
+        entries.append(entry)
+    if (not removable or keep
+            or plan.producer_marker_epochs.get(header.producer_id) == header.producer_epoch):
+        return batch
+    if header.records_count <= 0:
+        return None
+    if not header.attributes & DELETE_HORIZON_FLAG:
+        return _with_delete_horizon(batch, header, plan.now_ms + plan.config.delete_retention_ms)
+    return None if header.base_timestamp <= plan.now_ms else batch
+
+
 def _write_aborted(path: Path, entries: list[AbortedTxn]) -> None:
-    """The cleaned segment's ``.txnindex``: every entry of the segments it replaces (their ABORT
-    markers are kept), fsynced; no file when there is none, as for any segment."""
+    """The cleaned segment's ``.txnindex``: the entries of the ABORT markers whose transactions
+    still have batches in it, fsynced; no file when there is none, as for any segment."""
     if not entries:
         return
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -554,12 +675,14 @@ class LogCleaner:
 
     def plan(self, plog: PartitionLog, c: Cleanable) -> Plan:
         segments = [s for s in plog.segments[:-1] if s.base_offset < c.first_uncleanable]
-        last = {pid: e.last_offset for pid, e in plog.producer_state.producers().items() if e.batches}
+        producers = plog.producer_state.producers()
+        last = {pid: e.last_offset for pid, e in producers.items() if e.batches}
+        marker_epochs = {pid: e.epoch for pid, e in producers.items() if not e.batches}
         return Plan(plog.dir, plog.name, segments, [s.size for s in segments], [s.largest_timestamp for s in segments],
                     [list(s.txn_index.entries) for s in segments],
                     AbortedRanges([t for s in plog.segments for t in s.txn_index.entries]),
                     c.first_dirty, c.first_uncleanable,
-                    self.now_ms(), CleanerConfig.from_config(plog.config), last, self.max_map_keys)
+                    self.now_ms(), CleanerConfig.from_config(plog.config), last, self.max_map_keys, marker_epochs)
 
     def finish(self, plog: PartitionLog, result: CleanResult, started: float) -> CleanResult | None:
         """Install a written cleaning and account for it (event loop); None if the log changed
