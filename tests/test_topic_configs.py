@@ -134,3 +134,54 @@ def test_deprecated_timestamp_difference_bounds_both_sides_unless_before_or_afte
                                                 "message.timestamp.before.max.ms": str(2**62)})
         assert produce(c, "diff-before", build_batch(timestamp=old)).error_code == 0
         assert produce(c, "diff-before", build_batch(timestamp=2**50)).error_code == ErrorCode.INVALID_TIMESTAMP
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_librdkafka_admin_test_creates_its_topics_with_their_configs(broker: BrokerThread, validate_only: bool) -> None:
+    """The CreateTopics part of librdkafka's tests/0081-admin.c through confluent-kafka: seven
+    topics in one request, i*7+1 partitions, odd ones with compression.type=lz4 and
+    delete.retention.ms=900, the second also with an unknown name (INVALID_CONFIG for that topic
+    alone), every third with an explicit replica assignment, the last with broker defaults
+    (-1, -1); with validate_only nothing is created. Then its DescribeConfigs part: the created
+    topic, the broker and an unknown topic."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    node = broker.broker_config.node_id
+    topics = []
+    for i in range(7):
+        defaults = i == 6
+        parts = -1 if defaults else i * 7 + 1
+        config = {"compression.type": "lz4", "delete.retention.ms": "900"} if i & 1 else {}
+        if i == 1:
+            config["dummy.doesntexist"] = "broker is verifying this"
+        if not defaults and i % 3 == 0:
+            topics.append(NewTopic(f"rd-admin-{validate_only}-{i}", parts, replica_assignment=[[node]] * parts,
+                                   config=config))
+        else:
+            topics.append(NewTopic(f"rd-admin-{validate_only}-{i}", parts, -1 if defaults else 1, config=config))
+    futures = admin.create_topics(topics, validate_only=validate_only, operation_timeout=10)
+    for i, t in enumerate(topics):
+        if i == 1:
+            with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+                futures[t.topic].result(10)
+        else:
+            assert futures[t.topic].result(10) is None
+    listed = admin.list_topics(timeout=10).topics
+    for i, t in enumerate(topics):
+        created = not validate_only and i != 1
+        assert (t.topic in listed) == created, t.topic
+        if created:
+            assert len(listed[t.topic].partitions) == (1 if i == 6 else i * 7 + 1)
+    if validate_only:
+        return
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, topics[3].topic),
+                 ConfigResource(ConfigResource.Type.BROKER, str(node)),
+                 ConfigResource(ConfigResource.Type.TOPIC, "rd-admin-does-not-exist")]
+    described = admin.describe_configs(resources)
+    odd = described[resources[0]].result(10)
+    assert (odd["compression.type"].value, odd["delete.retention.ms"].value) == ("lz4", "900")
+    assert not odd["compression.type"].is_default and odd["min.insync.replicas"].value == "1"
+    assert described[resources[1]].result(10)
+    with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+        described[resources[2]].result(10)
+    even = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topics[2].topic)])
+    assert next(iter(even.values())).result(10)["compression.type"].value == "producer"
