@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
@@ -117,3 +118,78 @@ def test_a_restart_replays_the_compacted_offsets_log_not_everything_written(
         assert error == 0
         last = {p: max(i for i in range(written) if i % 5 == 0 and i % 4 == p) for p in range(4)}
         assert {p: offsets[("t", p)][0] for p in range(4)} == last
+
+
+def control_batches_on_disk(directory: Path) -> int | None:
+    """Control batches in a partition's segment files (None while a swap renames them)."""
+    try:
+        return sum(1 for path in sorted(directory.glob("*.log"))
+                   for _pos, h in split_batches(path.read_bytes()) if h.is_control)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def test_read_committed_consumer_gets_exactly_the_committed_records_once_markers_are_cleaned(
+        minikafka_factory: Callable[..., MiniKafka]) -> None:
+    """confluent-kafka's transactional producer commits and aborts on a compacted topic; the
+    background cleaner removes the aborted records and then the markers nothing needs; a
+    read_committed confluent-kafka consumer reads the latest committed value of each key and no
+    aborted one, before and after a restart."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+    kafka = minikafka_factory(admin_port=0, config=CONFIG)
+    with RawClient(kafka.bootstrap) as c:
+        create_topic(c, "txc", configs=TOPIC_CONFIGS | {"segment.bytes": "1500"})
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": "cleaned-txns", "linger.ms": 0,
+                         "log_level": 2})
+    producer.init_transactions(30)
+    expected: dict[bytes, bytes] = {}
+    for t in range(8):
+        producer.begin_transaction()
+        batch = {f"t{t % 4}-{k}".encode(): f"txn{t}-{k}".encode() * 8 for k in range(3)}
+        for key, val in batch.items():
+            producer.produce("txc", key=key, value=val, partition=0)
+        assert producer.flush(30) == 0
+        if t % 3 == 1:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            expected.update(batch)
+    partition_dir = kafka.data_dir / "txc-0"
+    markers_written = 8  # one per transaction (the cleaner may already be removing some)
+    plain = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0, "log_level": 2})
+
+    def tick() -> bool:  # plain writes roll segments and give the cleaner dirty data to clean
+        for i in range(10):
+            plain.produce("txc", key=b"tick-%d" % i, value=b"t" * 120, partition=0)
+        assert plain.flush(30) == 0
+        count = control_batches_on_disk(partition_dir)
+        return count is not None and count < markers_written - 2
+
+    wait_for(tick, 60)
+
+    def read_committed() -> dict[bytes, bytes]:
+        consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "rc", "isolation.level": "read_committed",
+                             "enable.auto.commit": False, "log_level": 2})
+        tp = ConfluentTopicPartition("txc", 0, 0)
+        consumer.assign([tp])
+        _low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        got: dict[bytes, bytes] = {}
+        deadline = time.monotonic() + 30
+        position = 0
+        while position < high and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                position = consumer.position([tp])[0].offset
+                continue
+            assert msg.error() is None, msg.error()
+            got[msg.key()] = msg.value()
+            position = msg.offset() + 1
+        consumer.close()
+        assert position >= high
+        return {k: v for k, v in got.items() if not k.startswith(b"tick-")}
+
+    assert read_committed() == expected
+    kafka.restart(clean=False)
+    assert read_committed() == expected
