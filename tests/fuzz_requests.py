@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
@@ -20,6 +21,7 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     DescribeProducersRequest,
     DescribeTransactionsRequest,
+    IncrementalAlterConfigsRequest,
     ListTransactionsRequest,
 )
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
@@ -91,6 +93,21 @@ def describe_configs(v: int, topic: str) -> Any:
              include_synonyms=False, include_documentation=False)
 
 
+def alter_configs(v: int, topic: str) -> Any:
+    """Validate-only, so the seed leaves the topic's settings as they are."""
+    R = AlterConfigsRequest[v]
+    Resource = R.AlterConfigsResource
+    return R(resources=[Resource(resource_type=2, resource_name=topic, configs=[
+        Resource.AlterableConfig(name="retention.ms", value="3600000")])], validate_only=True)
+
+
+def incremental_alter_configs(v: int, topic: str) -> Any:
+    R = IncrementalAlterConfigsRequest[v]
+    Resource = R.AlterConfigsResource
+    return R(resources=[Resource(resource_type=2, resource_name=topic, configs=[
+        Resource.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact")])], validate_only=True)
+
+
 def create_partitions(v: int, topic: str) -> Any:
     R = CreatePartitionsRequest[v]
     return R(topics=[R.CreatePartitionsTopic(name=topic, count=1, assignments=None)], timeout_ms=1000,
@@ -143,8 +160,10 @@ SPECIFIC: dict[int, Callable[[int, str], Any]] = {
                                           committed=True),
     28: txn_offset_commit,
     32: describe_configs,
+    33: alter_configs,
     36: lambda v, topic: SaslAuthenticateRequest[v](auth_bytes=b"\x00alice\x00alice-secret"),
     37: create_partitions,
+    44: incremental_alter_configs,
     60: lambda v, topic: DescribeClusterRequest[v](include_cluster_authorized_operations=False, endpoint_type=1),
     61: describe_producers,
     65: lambda v, topic: DescribeTransactionsRequest[v](transactional_ids=[FUZZ_TXN]),
