@@ -3,7 +3,7 @@ change to one resource, the way Kafka's controller does it.
 
 Topic changes go through the same validation as CreateTopics (:func:`minikafka.config.parse_topic_configs`)
 and are applied with :meth:`LogManager.alter_topic_configs`, which rewrites the topic catalogue (so the
-change survives a restart) and updates the live partition logs. Broker changes: see docs/admin.md.
+change survives a restart) and updates the live partition logs. Broker changes: see docs/semantics.md (AlterConfigs and IncrementalAlterConfigs).
 """
 
 from __future__ import annotations
