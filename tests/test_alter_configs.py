@@ -189,3 +189,43 @@ def test_lowering_retention_ms_deletes_old_segments(broker: BrokerThread) -> Non
         assert broker.call(logs.apply_retention) == 3  # one batch per segment: each was full
         plog = logs.get_log("t", 0)
         assert plog is not None and plog.log_start_offset == 3
+
+
+def test_librdkafka_admin_test_mix_of_topic_broker_and_missing_topic(broker: BrokerThread) -> None:
+    """The IncrementalAlterConfigs case of librdkafka's tests/0081-admin.c through confluent-kafka:
+    one request with a topic, this broker and an unknown topic; only the unknown topic fails."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "rd-alter")
+    topic = ConfigResource(ConfigResource.Type.TOPIC, "rd-alter", incremental_configs=[
+        ConfigEntry("compression.type", "gzip", incremental_operation=AlterConfigOpType.SET)])
+    node = ConfigResource(ConfigResource.Type.BROKER, str(broker.broker_config.node_id), incremental_configs=[
+        ConfigEntry("sasl.kerberos.min.time.before.relogin", "58000", incremental_operation=AlterConfigOpType.SET)])
+    missing = ConfigResource(ConfigResource.Type.TOPIC, "rd-alter-missing", incremental_configs=[
+        ConfigEntry("compression.type", "gzip", incremental_operation=AlterConfigOpType.SET)])
+    futures = admin.incremental_alter_configs([topic, node, missing])
+    assert futures[topic].result(10) is None
+    assert futures[node].result(10) is None
+    with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+        futures[missing].result(10)
+    assert described(admin, "rd-alter")["compression.type"].value == "gzip"
+
+
+@pytest.mark.parametrize("incremental", [None, False])
+def test_kafka_python_alter_configs(broker: BrokerThread, incremental: bool | None) -> None:
+    """kafka-python picks IncrementalAlterConfigs when the broker offers it (None); forced to
+    AlterConfigs it first reads the topic's dynamic settings with DescribeConfigs and sends them
+    along, so the other override is kept either way."""
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "kp", configs={"segment.ms": "600000"})
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        response = admin.alter_configs([KpResource(ConfigResourceType.TOPIC, "kp", configs={"retention.ms": "1000"})],
+                                       incremental=incremental)
+    finally:
+        admin.close()
+    assert response == {"topic": {"kp": "OK"}}
+    assert overrides(broker, "kp") == {"segment.ms": "600000", "retention.ms": "1000"}
