@@ -229,3 +229,22 @@ def test_kafka_python_alter_configs(broker: BrokerThread, incremental: bool | No
         admin.close()
     assert response == {"topic": {"kp": "OK"}}
     assert overrides(broker, "kp") == {"segment.ms": "600000", "retention.ms": "1000"}
+
+
+def test_internal_topic_settings_change_but_compaction_comes_back_at_start_up(broker: BrokerThread) -> None:
+    """Kafka lets an admin change ``__consumer_offsets`` like any topic; minikafka's offset store
+    puts its compaction and unlimited retention back when it opens the log."""
+    from tests.test_groups_protocol import commit
+
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "t")
+        assert commit(c, "g", {("t", 0): (5, None)}) == {("t", 0): 0}
+        r = incremental(c, 1, TOPIC, "__consumer_offsets", [("cleanup.policy", SET, "delete"),
+                                                            ("min.compaction.lag.ms", SET, "1000")])
+        assert r.error_code == 0, r
+    assert overrides(broker, "__consumer_offsets")["cleanup.policy"] == "delete"
+    broker.restart()
+    with RawClient(broker.bootstrap) as c:
+        assert commit(c, "g", {("t", 0): (6, None)}) == {("t", 0): 0}  # opens the offset store
+    after = overrides(broker, "__consumer_offsets")
+    assert (after["cleanup.policy"], after["min.compaction.lag.ms"]) == ("compact", "1000")

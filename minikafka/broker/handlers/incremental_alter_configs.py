@@ -24,7 +24,7 @@ def _items(value: str | None) -> list[str]:
     return [part.strip() for part in (value or "").split(",") if part.strip()]
 
 
-def _apply(ctx: RequestContext, topic: str, overrides: dict[str, str], config: Any) -> None:
+def _apply(ctx: RequestContext, overrides: dict[str, str], config: Any) -> None:
     """One operation on ``overrides`` (in place)."""
     name, op = config.name, config.config_operation
     if op == SET:
@@ -58,7 +58,7 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     if kind == changes.TOPIC:
         overrides = changes.topic_overrides(ctx, name)
         for config in resource.configs:
-            _apply(ctx, name, overrides, config)
+            _apply(ctx, overrides, config)
         changes.set_topic_overrides(ctx, name, overrides, names, validate_only)
     elif kind == changes.BROKER:
         changes.check_broker_change(ctx, name, names)
