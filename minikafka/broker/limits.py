@@ -22,12 +22,10 @@ import asyncio
 import ipaddress
 import logging
 import socket
-import struct
 import time
 from typing import TYPE_CHECKING, Any
 
 from minikafka.config import BrokerConfig
-from minikafka.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from minikafka.broker.server import Broker
@@ -120,40 +118,3 @@ async def close_idle_connections(broker: Broker) -> None:
 
 def idle_candidates(broker: Any) -> list[Any]:
     return list(getattr(broker, "_connections", ()))
-
-
-# ----------------------------------------------------------------------------- producer state
-
-_PRODUCER_ID = struct.Struct(">q")
-PRODUCER_ID_OFFSET = 43  # in the RecordBatch v2 header
-_last_full_warning: dict[str, float] = {}
-
-
-def admit_producer(partition_log: Any, batch: bytes | bytearray | memoryview, limit: int) -> None:
-    """Refuse a batch from a producer id new to the partition when the partition already tracks
-    ``minikafka.producer.state.max.entries`` producers (after forgetting expired ones).
-
-    Kafka bounds producer state only by time (``producer.id.expiration.ms``), so a client that
-    invents producer ids could grow it without limit. minikafka keeps the entries it has — the
-    exactness of the producers already writing is the point — and answers the newcomer
-    THROTTLING_QUOTA_EXCEEDED instead.
-    """
-    if len(batch) < PRODUCER_ID_OFFSET + 8:
-        return
-    (producer_id,) = _PRODUCER_ID.unpack_from(batch, PRODUCER_ID_OFFSET)
-    state = partition_log.producer_state
-    producers = state.producers()
-    if producer_id < 0 or producer_id in producers or len(producers) < limit:
-        return
-    state.expire()
-    if len(producers) < limit:
-        return
-    name = f"{partition_log.topic}-{partition_log.partition}"
-    now = time.monotonic()
-    if now - _last_full_warning.get(name, -3600.0) >= 60:
-        _last_full_warning[name] = now
-        log.warning("%s tracks %d producer ids (minikafka.producer.state.max.entries): refusing new ones until "
-                    "some expire (producer.id.expiration.ms)", name, len(producers))
-    raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-                     f"partition {name} already tracks {len(producers)} producer ids "
-                     f"(minikafka.producer.state.max.entries)")

@@ -141,6 +141,7 @@ class PartitionLog:
         *,
         now_ms: Callable[[], int] = wall_clock_ms,
         producer_expiration_ms: int = 86400000,
+        producer_max_entries: int | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -149,6 +150,7 @@ class PartitionLog:
         self._settings = _Settings.from_config(self.config)
         self._now_ms = now_ms
         self._producer_expiration_ms = producer_expiration_ms
+        self._producer_max_entries = producer_max_entries
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._lock = threading.Lock()
@@ -188,13 +190,14 @@ class PartitionLog:
         clean: bool = True,
         now_ms: Callable[[], int] = wall_clock_ms,
         producer_expiration_ms: int = 86400000,
+        producer_max_entries: int | None = None,
     ) -> PartitionLog:
         """Open (creating if missing) and load the partition in ``directory``.
 
         ``log_start_offset`` and ``recovery_point`` come from the directory's checkpoint files;
         ``clean`` says whether the last shutdown was clean (reference §5.1)."""
         plog = cls(topic, partition, Path(directory), config, now_ms=now_ms,
-                   producer_expiration_ms=producer_expiration_ms)
+                   producer_expiration_ms=producer_expiration_ms, producer_max_entries=producer_max_entries)
         plog._load(clean, max(0, log_start_offset), max(0, recovery_point))
         return plog
 
@@ -350,7 +353,8 @@ class PartitionLog:
         aborted-transaction index is written again while their batches are replayed, so the
         state must be replayed from a snapshot at or before the first of them (later snapshots
         describe data that recovery may have cut). Other segments keep their index as it is."""
-        ps = ProducerStateManager(self.dir, self._producer_expiration_ms, self._now_ms)
+        ps = ProducerStateManager(self.dir, self._producer_expiration_ms, self._now_ms,
+                                  max_entries=self._producer_max_entries)
         self.producer_state = ps
         ps.remove_stray_snapshots(list(self._bases))
         ps.truncate_and_reload(self.log_start_offset, self.log_end_offset)
@@ -401,7 +405,7 @@ class PartitionLog:
         """Validate, assign offsets to and append one client batch (see the module docstring)."""
         batch, header, now_ms = self._validate(batch, now_ms, from_client=True)
         seg = self._segment_for(header, len(batch), now_ms)
-        # 17. producer state (raises 45/47; returns the cached batch for a duplicate)
+        # 17. producer state (raises 45/47, 89 when full; returns the cached batch for a duplicate)
         dup = self.producer_state.check(header)
         if dup is not None:
             return AppendResult(dup.first_offset, dup.last_offset, dup.timestamp, self.log_start_offset, True)

@@ -195,6 +195,14 @@ class LogManager:
         config.update(parse_topic_configs(info.configs))
         return config
 
+    def _producer_settings(self) -> dict[str, Any]:
+        """The clock and producer-state bounds every partition log of this broker is opened with."""
+        return {
+            "now_ms": self.now_ms,
+            "producer_expiration_ms": int(self.broker_config.get("producer.id.expiration.ms")),
+            "producer_max_entries": int(self.broker_config.get("minikafka.producer.state.max.entries")),
+        }
+
     def _open_partition(self, info: TopicInfo, partition: int, log_start: int, recovery_point: int,
                         clean: bool) -> PartitionLog | None:
         key = (info.name, partition)
@@ -205,8 +213,7 @@ class LogManager:
             plog = PartitionLog.open(
                 info.name, partition, directory, self._config_for(info),
                 log_start_offset=log_start, recovery_point=recovery_point, clean=clean,
-                now_ms=self.now_ms,
-                producer_expiration_ms=int(self.broker_config.get("producer.id.expiration.ms")),
+                **self._producer_settings(),
             )
             stored = ckpt.read_partition_metadata(directory)
             if stored != info.topic_id:
@@ -279,8 +286,7 @@ class LogManager:
         ckpt.write_partition_metadata(directory, info.topic_id)
         ckpt.write_leader_epoch_checkpoint(directory)
         plog = PartitionLog.open(
-            info.name, partition, directory, self._config_for(info), clean=True, now_ms=self.now_ms,
-            producer_expiration_ms=int(self.broker_config.get("producer.id.expiration.ms")),
+            info.name, partition, directory, self._config_for(info), clean=True, **self._producer_settings(),
         )
         self._logs[(info.name, partition)] = plog
         return plog

@@ -107,10 +107,14 @@ class ProducerStateManager:
         now_ms: Callable[[], int] = wall_clock_ms,
         *,
         max_snapshots: int = DEFAULT_MAX_SNAPSHOTS,
+        max_entries: int | None = None,
     ) -> None:
         self.partition_dir = Path(partition_dir)
         self.expiration_ms = expiration_ms
         self.max_snapshots = max(1, max_snapshots)
+        #: ``minikafka.producer.state.max.entries``; None leaves the state bounded only by expiry.
+        self.max_entries = max_entries
+        self._last_full_warning = -3600.0
         self._now_ms = now_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._view = MappingProxyType(self._producers)
@@ -129,13 +133,15 @@ class ProducerStateManager:
         """Judge a client batch before it is written; state is never changed.
 
         Returns the cached batch it duplicates, or None if it may be appended (including
-        batches without a producer id). Raises :class:`KafkaError` 47, 45 or 48.
+        batches without a producer id). Raises :class:`KafkaError` 47, 45 or 48, or 89 when a
+        new producer finds the state full (:meth:`_admit`, which may expire entries).
         """
         pid = header.producer_id
         if pid < 0:
             return None
         entry = self._producers.get(pid)
         if entry is None:
+            self._admit()
             return None  # unknown or expired producer: any epoch and sequence (KIP-360)
         epoch = header.producer_epoch
         first_seq = header.base_sequence
@@ -172,6 +178,32 @@ class ProducerStateManager:
                 f"producer {pid} has an open transaction; non-transactional batch refused",
             )
         return None
+
+    def _admit(self) -> None:
+        """Refuse a producer id new to the partition when the state already holds
+        ``max_entries`` producers (after forgetting expired ones).
+
+        Kafka bounds producer state only by time (``producer.id.expiration.ms``), so a client that
+        invents producer ids could grow it without limit. minikafka keeps the entries it has — the
+        exactness of the producers already writing is the point — and answers the newcomer
+        THROTTLING_QUOTA_EXCEEDED instead.
+        """
+        limit = self.max_entries
+        if limit is None or len(self._producers) < limit:
+            return
+        self.expire()
+        count = len(self._producers)
+        if count < limit:
+            return
+        name = self.partition_dir.name
+        now = time.monotonic()
+        if now - self._last_full_warning >= 60:
+            self._last_full_warning = now
+            logger.warning("%s tracks %d producer ids (minikafka.producer.state.max.entries): refusing new ones "
+                           "until some expire (producer.id.expiration.ms)", name, count)
+        raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                         f"partition {name} already tracks {count} producer ids "
+                         f"(minikafka.producer.state.max.entries)")
 
     def update(self, header: BatchHeader, append_ms: int | None = None) -> None:
         """Record a batch that is now in the log at ``header.base_offset``.

@@ -15,7 +15,6 @@ from typing import Any
 from kafka.protocol.producer import ProduceResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
-from minikafka.broker.limits import admit_producer
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.protocol.fast import make
@@ -159,7 +158,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     txn_producers = {_transactional_producer(p.records) for t in request.topic_data for p in t.partition_data}
     mixed_producers = len(txn_producers - {None}) > 1
     min_isr = broker.config.get("min.insync.replicas")
-    max_producers = broker.config.get("minikafka.producer.state.max.entries")
     appended: list[Any] = []
     failed = False
     topics_out = []
@@ -194,7 +192,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                      f"the in-sync replica set (1) is smaller than min.insync.replicas ({min_isr})")
                 _verify_transactional(ctx, request.transactional_id, batch, (topic.name, part.index), version)
-                admit_producer(partition_log, batch, max_producers)  # [limits] bounded producer state
                 result = partition_log.append_from_client(batch)
                 base_offset = result.base_offset
                 append_time = result.log_append_time
