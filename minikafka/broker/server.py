@@ -25,7 +25,6 @@ from minikafka.broker.interceptor import RequestInterceptor
 from minikafka.broker.limits import ConnectionQuotas, close_idle_connections, peer_ip
 from minikafka.broker.listeners import Listener, ListenerSet, current_listener
 from minikafka.broker.metrics import Metrics
-from minikafka.broker.producer_ids import ProducerIdAllocator
 from minikafka.broker.transactions import TransactionCoordinator
 from minikafka.config import BrokerConfig
 from minikafka.protocol.apis import ApiSpec
@@ -33,6 +32,7 @@ from minikafka.protocol.framing import FrameReader
 from minikafka.startup_errors import BindError, DataDirError, KeyMaterialError
 from minikafka.storage.cleaner import LogCleaner
 from minikafka.storage.log_manager import LogManager
+from minikafka.storage.producer_ids import ProducerIdAllocator
 
 log = logging.getLogger("minikafka.broker")
 #: How often logs are asked whether their flush policy (roll, flush.ms) wants an fsync.
