@@ -1,29 +1,15 @@
-"""Kafka's topic-name rules (reference §7.1)."""
+"""Kafka's topic-name rules as the broker applies them to requests.
+
+Legality and the internal-topic rule are on-disk format rules shared with the Spark reader
+(:mod:`minikafka.storage.disk_format`); the collision rule is the broker's alone.
+"""
 
 from __future__ import annotations
 
-import re
+from minikafka.storage.disk_format import INTERNAL_TOPICS, topic_name_error
+from minikafka.storage.disk_format import is_internal_topic as is_internal
 
-MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-
-
-def topic_name_error(name: str | None) -> str | None:
-    """Why ``name`` is not a legal topic name, or None when it is."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return f"topic name cannot be {name!r}"
-    if len(name) > MAX_NAME_LENGTH:
-        return f"topic name is longer than {MAX_NAME_LENGTH} characters"
-    if not _LEGAL.fullmatch(name):
-        return "topic name may only contain ASCII letters, digits, '.', '_' and '-'"
-    return None
-
-
-def is_internal(name: str) -> bool:
-    return name in INTERNAL_TOPICS
+__all__ = ["INTERNAL_TOPICS", "collides", "is_internal", "topic_name_error"]
 
 
 def collides(name: str, existing: object) -> str | None:

@@ -9,15 +9,13 @@ taken once, when the directory is listed, so a read of a live directory sees one
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from minikafka.spark_export.errors import ExportOptionError
 from minikafka.spark_export.files import Entry, Files
+from minikafka.storage.disk_format import SEGMENT_LOG_NAME as _SEGMENT_LOG
+from minikafka.storage.disk_format import is_internal_topic, parse_offset_checkpoint, parse_partition_dir_name
 
-#: A partition directory: a legal Kafka topic name, a dash, the partition number.
-_PARTITION_DIR = re.compile(r"^([A-Za-z0-9._-]{1,249})-(\d{1,9})$")
-_SEGMENT_LOG = re.compile(r"^(\d{20})\.log$")
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
 
@@ -53,18 +51,7 @@ class PartitionDir:
 
     @property
     def is_internal(self) -> bool:
-        return self.topic.startswith("__")
-
-
-def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
-    """``orders-3`` -> ``("orders", 3)``; None for anything that is not a live partition dir."""
-    match = _PARTITION_DIR.match(name)
-    if match is None:
-        return None
-    topic = match.group(1)
-    if topic in (".", ".."):
-        return None
-    return topic, int(match.group(2))
+        return is_internal_topic(self.topic)
 
 
 def list_segments(files: Files, path: str) -> list[SegmentFile]:
@@ -85,28 +72,9 @@ def read_offset_checkpoint(files: Files, path: str) -> dict[tuple[str, int], int
     if raw is None:
         return {}
     try:
-        lines = raw.decode("utf-8").splitlines()
-    except UnicodeDecodeError:
+        return parse_offset_checkpoint(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
         return {}
-    if len(lines) < 2 or lines[0].strip() != "0":
-        return {}
-    try:
-        count = int(lines[1].strip())
-    except ValueError:
-        return {}
-    entries = lines[2 : 2 + count]
-    if len(entries) != count:
-        return {}
-    out: dict[tuple[str, int], int] = {}
-    for line in entries:
-        parts = line.split()
-        if len(parts) != 3:
-            return {}
-        try:
-            out[(parts[0], int(parts[1]))] = int(parts[2])
-        except ValueError:
-            return {}
-    return out
 
 
 def check_data_dir(files: Files, entries: list[Entry] | None) -> list[Entry]:

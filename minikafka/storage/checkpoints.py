@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 from minikafka.storage.atomic_files import atomic_write, fsync_dir
+from minikafka.storage.disk_format import format_offset_checkpoint, parse_offset_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,7 @@ def random_kafka_uuid() -> uuid.UUID:
 
 
 def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
-    lines = ["0", str(len(offsets))]
-    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
+    atomic_write(path, format_offset_checkpoint(offsets).encode())
 
 
 def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
@@ -72,20 +71,8 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
         log.warning("cannot read %s (%s): treating it as empty", path, e)
         return {}
     try:
-        lines = text.splitlines()
-        if not lines or lines[0].strip() != "0":
-            raise ValueError(f"unknown version {lines[0] if lines else None!r}")
-        count = int(lines[1])
-        entries = [line.split() for line in lines[2:] if line.strip()]
-        if len(entries) != count:
-            raise ValueError(f"{len(entries)} entries where {count} were announced")
-        out: dict[tuple[str, int], int] = {}
-        for fields in entries:
-            if len(fields) != 3:
-                raise ValueError(f"malformed line {' '.join(fields)!r}")
-            out[(fields[0], int(fields[1]))] = int(fields[2])
-        return out
-    except (ValueError, IndexError) as e:
+        return parse_offset_checkpoint(text)
+    except ValueError as e:
         log.warning("malformed checkpoint file %s (%s): treating it as empty", path, e)
         return {}
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import re
 import struct
 import threading
 import time
@@ -40,6 +39,7 @@ from .batch import (
     set_partition_leader_epoch,
 )
 from .control import Marker, build_marker, parse_marker
+from .disk_format import SEGMENT_INDEX_SUFFIXES, SEGMENT_LOG_NAME
 from .producer_state import ProducerStateManager
 from .recompress import TOPIC_CODECS, recompress
 from .records import decode_records
@@ -49,8 +49,8 @@ from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
-_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+_SEGMENT_NAME = SEGMENT_LOG_NAME
+_INDEX_SUFFIXES = SEGMENT_INDEX_SUFFIXES
 _TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap")
 _INT64 = struct.Struct(">q")
 _INT16 = struct.Struct(">h")

@@ -32,19 +32,18 @@ from ..config import BrokerConfig, parse_topic_configs
 from ..errors import ErrorCode, KafkaError
 from ..startup_errors import DataDirError
 from . import checkpoints as ckpt
+from .disk_format import PARTITION_DIR, parse_partition_dir_name, topic_name_error
 from .log import PartitionLog, wall_clock_ms
 
 log = logging.getLogger(__name__)
 
 CATALOGUE = "minikafka-topics.json"
-_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]{1,249})-(?P<partition>\d+)$")
 _DELETE_DIR = re.compile(r"^.+-\d+\.[0-9a-f]{32}-delete$")
 
 
 def check_topic_name(name: str) -> None:
     """Refuse any name that could escape the data dir or that Kafka would not accept."""
-    if not isinstance(name, str) or not _TOPIC_NAME.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or topic_name_error(name) is not None:
         raise ValueError(f"illegal topic name {name!r}")
 
 
@@ -161,9 +160,9 @@ class LogManager:
     def _catalogue_from_dirs(self) -> dict[str, TopicInfo]:
         found: dict[str, list[int]] = {}
         for child in self.data_dir.iterdir():
-            m = _PARTITION_DIR.match(child.name)
-            if child.is_dir() and m and m["topic"] not in (".", ".."):
-                found.setdefault(m["topic"], []).append(int(m["partition"]))
+            parsed = parse_partition_dir_name(child.name)
+            if child.is_dir() and parsed:
+                found.setdefault(parsed[0], []).append(parsed[1])
         topics = {}
         for name, parts in found.items():
             topic_id = ckpt.read_partition_metadata(self.data_dir / f"{name}-{min(parts)}")
@@ -182,7 +181,7 @@ class LogManager:
         for child in self.data_dir.iterdir():
             if not child.is_dir():
                 continue
-            m = _PARTITION_DIR.match(child.name)
+            m = PARTITION_DIR.match(child.name)
             stray = _DELETE_DIR.match(child.name) or (
                 m is not None and (m["topic"] not in self._topics
                                    or int(m["partition"]) >= self._topics[m["topic"]].partitions))

@@ -18,6 +18,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from .batch import ATTRIBUTES_OFFSET, HEADER_SIZE, INT32_MAX, LOG_OVERHEAD, BatchHeader
+from .disk_format import offset_file_name
 from .index import CorruptIndexError, OffsetIndex, TimeIndex
 from .txn_index import TransactionIndex
 
@@ -29,11 +30,6 @@ _PREFIX = struct.Struct(">qiib")
 _READ_CHUNK = 1 << 20
 _HEADER_CHUNK = 1 << 16
 _FIND_CHUNK = 1 << 13
-
-
-def offset_file_name(offset: int, suffix: str) -> str:
-    """``00000000000000000042.log`` style names shared by every per-segment file."""
-    return f"{offset:020d}{suffix}"
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:

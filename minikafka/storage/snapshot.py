@@ -14,7 +14,6 @@ load or delete is :class:`~minikafka.storage.producer_state.ProducerStateManager
 from __future__ import annotations
 
 import os
-import re
 import struct
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -24,6 +23,7 @@ from crc32c import crc32c
 
 from minikafka.storage.atomic_files import atomic_write
 from minikafka.storage.batch import first_sequence
+from minikafka.storage.disk_format import SNAPSHOT_NAME, SNAPSHOT_SUFFIX, offset_file_name
 
 if TYPE_CHECKING:
     from minikafka.storage.producer_state import ProducerStateEntry
@@ -33,10 +33,10 @@ MINIKAFKA_VERSION = 0x4D31
 #: Kafka's ``ProducerSnapshot`` version 1, the only version Kafka has written (read-only here).
 KAFKA_VERSION_1 = 1
 
-SUFFIX = ".snapshot"
+SUFFIX = SNAPSHOT_SUFFIX
 TEMP_SUFFIX = ".snapshot.tmp"
 DELETED_SUFFIX = ".snapshot.deleted"
-_NAME = re.compile(r"^(\d{20})\.snapshot$")
+_NAME = SNAPSHOT_NAME
 
 # version int16, crc uint32 (over bytes 6..end), entry count int32
 _HEADER = struct.Struct(">hIi")
@@ -84,7 +84,7 @@ class SnapshotEntry(NamedTuple):
 
 
 def snapshot_file_name(offset: int) -> str:
-    return f"{offset:020d}{SUFFIX}"
+    return offset_file_name(offset, SUFFIX)
 
 
 def snapshot_path(partition_dir: Path, offset: int) -> Path:
