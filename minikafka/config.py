@@ -375,6 +375,14 @@ def parse_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def default_setting(name: str) -> Any:
+    """Kafka's default of a broker or topic setting (a topic setting defaults to its broker source's)."""
+    if name in BROKER_DEFAULTS:
+        return BROKER_DEFAULTS[name][1]
+    source = TOPIC_CONFIG_SOURCES[name][0]
+    return BROKER_DEFAULTS[source][1] if source else TOPIC_ONLY_DEFAULTS[name]
+
+
 def topic_setting(config: Mapping[str, Any], name: str, default: Any) -> Any:
     """A topic's effective setting from its config mapping, ``default`` where it is unset or None."""
     value = config.get(name)

@@ -26,6 +26,7 @@ from minikafka.broker.limits import ConnectionQuotas, close_idle_connections, pe
 from minikafka.broker.listeners import Listener, ListenerSet, current_listener
 from minikafka.broker.metrics import Metrics
 from minikafka.broker.transactions import TransactionCoordinator
+from minikafka.clock import wall_clock_ms
 from minikafka.config import BrokerConfig
 from minikafka.protocol.apis import ApiSpec
 from minikafka.protocol.framing import FrameReader
@@ -39,10 +40,6 @@ log = logging.getLogger("minikafka.broker")
 FLUSH_CHECK_SECONDS = 1.0
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Broker:
     def __init__(self, config: BrokerConfig | None = None, **kwargs: Any) -> None:
         self.config = config if config is not None else BrokerConfig(**kwargs)
@@ -54,7 +51,7 @@ class Broker:
         self.producer_ids: ProducerIdAllocator | None = None
         self.fetch_waiters = FetchWaiters()
         self.flusher = Flusher()
-        self.clock = now_ms
+        self.clock = wall_clock_ms
         self._server: asyncio.base_events.Server | None = None
         self.listeners: ListenerSet | None = None  # [listeners] bound in start()
         self.sasl_users: Any = None  # [listeners] minikafka.broker.sasl.UserStore when a listener uses SASL

@@ -60,7 +60,7 @@ from typing import Any
 
 from kafka.record.util import encode_varint
 
-from ..config import LONG_MAX, topic_setting
+from ..config import LONG_MAX, default_setting, topic_setting
 from ..errors import KafkaError
 from . import checkpoints as ckpt
 from .batch import (
@@ -101,13 +101,13 @@ class CleanerConfig:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CleanerConfig:
-        def num(name: str, default: float) -> Any:
-            return topic_setting(config, name, default)
+        def num(name: str) -> Any:
+            return topic_setting(config, name, default_setting(name))
 
-        return cls(int(num("delete.retention.ms", 86400000)), int(num("min.compaction.lag.ms", 0)),
-                   int(num("max.compaction.lag.ms", LONG_MAX)), float(num("min.cleanable.dirty.ratio", 0.5)),
-                   int(num("segment.bytes", 1073741824)), int(num("segment.index.bytes", 10485760)),
-                   int(num("index.interval.bytes", 4096)))
+        return cls(int(num("delete.retention.ms")), int(num("min.compaction.lag.ms")),
+                   int(num("max.compaction.lag.ms")), float(num("min.cleanable.dirty.ratio")),
+                   int(num("segment.bytes")), int(num("segment.index.bytes")),
+                   int(num("index.interval.bytes")))
 
 
 def is_compacted(plog: PartitionLog) -> bool:

@@ -17,7 +17,6 @@ import logging
 import os
 import struct
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,8 @@ from typing import Any
 
 from crc32c import crc32c
 
-from ..config import LONG_MAX, timestamp_bounds
+from ..clock import wall_clock_ms
+from ..config import LONG_MAX, default_setting, timestamp_bounds
 from ..errors import ErrorCode, KafkaError
 from .batch import (
     ATTRIBUTES_OFFSET,
@@ -40,7 +40,7 @@ from .batch import (
 )
 from .control import Marker, build_marker, parse_marker
 from .disk_format import SEGMENT_INDEX_SUFFIXES, SEGMENT_LOG_NAME
-from .producer_state import ProducerStateManager
+from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateManager
 from .recompress import TOPIC_CODECS, recompress
 from .records import decode_records
 from .segment import LogSegment, offset_file_name
@@ -56,9 +56,6 @@ _INT64 = struct.Struct(">q")
 _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -96,29 +93,32 @@ class _Settings:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> _Settings:
-        def num(name: str, default: int) -> int:
-            value = config.get(name, default)
-            return int(value) if value is not None else default
+        def num(name: str) -> int:
+            value = config.get(name)
+            return int(value) if value is not None else int(default_setting(name))
 
-        compacted = "compact" in str(config.get("cleanup.policy", "delete"))
+        def text(name: str) -> str:
+            return str(config.get(name, default_setting(name)))
+
+        policy = text("cleanup.policy")
+        compacted = "compact" in policy
         return cls(
-            max_message_bytes=num("max.message.bytes", 1048588),
-            segment_bytes=num("segment.bytes", 1073741824),
+            max_message_bytes=num("max.message.bytes"),
+            segment_bytes=num("segment.bytes"),
             # a compacted topic rolls by max.compaction.lag.ms too, so the cleaner can reach its records
-            segment_ms=min(num("segment.ms", 604800000), num("max.compaction.lag.ms", LONG_MAX) if compacted
-                           else LONG_MAX),
-            index_max_bytes=num("segment.index.bytes", 10485760),
-            index_interval_bytes=num("index.interval.bytes", 4096),
-            log_append_time=str(config.get("message.timestamp.type", "CreateTime")) == "LogAppendTime",
+            segment_ms=min(num("segment.ms"), num("max.compaction.lag.ms") if compacted else LONG_MAX),
+            index_max_bytes=num("segment.index.bytes"),
+            index_interval_bytes=num("index.interval.bytes"),
+            log_append_time=text("message.timestamp.type") == "LogAppendTime",
             before_max_ms=timestamp_bounds(config)[0],
             after_max_ms=timestamp_bounds(config)[1],
-            compacted="compact" in str(config.get("cleanup.policy", "delete")),
-            deletes="delete" in str(config.get("cleanup.policy", "delete")),
-            flush_messages=num("flush.messages", LONG_MAX),
-            flush_ms=num("flush.ms", LONG_MAX),
-            retention_ms=num("retention.ms", 604800000),
-            retention_bytes=num("retention.bytes", -1),
-            codec=TOPIC_CODECS.get(str(config.get("compression.type", "producer"))),
+            compacted=compacted,
+            deletes="delete" in policy,
+            flush_messages=num("flush.messages"),
+            flush_ms=num("flush.ms"),
+            retention_ms=num("retention.ms"),
+            retention_bytes=num("retention.bytes"),
+            codec=TOPIC_CODECS.get(text("compression.type")),
         )
 
 
@@ -140,7 +140,7 @@ class PartitionLog:
         config: dict[str, Any],
         *,
         now_ms: Callable[[], int] = wall_clock_ms,
-        producer_expiration_ms: int = 86400000,
+        producer_expiration_ms: int = DEFAULT_EXPIRATION_MS,
         producer_max_entries: int | None = None,
     ) -> None:
         self.topic = topic
@@ -189,7 +189,7 @@ class PartitionLog:
         recovery_point: int = 0,
         clean: bool = True,
         now_ms: Callable[[], int] = wall_clock_ms,
-        producer_expiration_ms: int = 86400000,
+        producer_expiration_ms: int = DEFAULT_EXPIRATION_MS,
         producer_max_entries: int | None = None,
     ) -> PartitionLog:
         """Open (creating if missing) and load the partition in ``directory``.

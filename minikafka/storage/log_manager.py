@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..clock import wall_clock_ms
 from ..config import BrokerConfig, parse_topic_configs
 from ..errors import ErrorCode, KafkaError
 from ..startup_errors import DataDirError
 from . import checkpoints as ckpt
 from .disk_format import PARTITION_DIR, parse_partition_dir_name, topic_name_error
-from .log import PartitionLog, wall_clock_ms
+from .log import PartitionLog
 
 log = logging.getLogger(__name__)
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from minikafka.clock import wall_clock_ms
+from minikafka.config import default_setting
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage import snapshot as snapshots
 from minikafka.storage.batch import INT32_MAX, BatchHeader, last_sequence
@@ -41,13 +43,9 @@ logger = logging.getLogger(__name__)
 
 #: Batches remembered per producer; matches the clients' limit of 5 in-flight requests.
 NUM_BATCHES_TO_RETAIN = 5
-DEFAULT_EXPIRATION_MS = 86_400_000
+DEFAULT_EXPIRATION_MS = int(default_setting("producer.id.expiration.ms"))
 #: At most this many snapshot files per partition; older ones only shorten a rare fallback.
 DEFAULT_MAX_SNAPSHOTS = 5
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True)
