@@ -304,7 +304,7 @@ class Broker:
         assert self.logs is not None
         now = self.clock()
         for partition_log in self.logs.all_logs():
-            partition_log.producer_state.expire(now)
+            partition_log.expire_producers(now)
 
     def _checkpoint(self) -> None:
         assert self.logs is not None

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
+from ..errors import ErrorCode, KafkaError
+
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength, counted in every size limit
 MAGIC_OFFSET = 16
@@ -171,3 +173,76 @@ def split_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchH
         out.append((pos, header))
         pos += header.size
     return out
+
+
+# ----------------------------------------------------------------------------- a client's partition data
+
+PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + 8  # producerId follows maxTimestamp; producerEpoch follows it
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_PID_EPOCH = struct.Struct(">qh")
+#: Legacy message-set minimum: Kafka calls a smaller length field corrupt.
+_MIN_LENGTH_FIELD = 14
+Buffer = bytes | bytearray | memoryview
+
+
+def _next_batch(records: Buffer, pos: int) -> int | None:
+    """End position of the complete batch at ``pos``; None when no complete batch is there."""
+    remaining = len(records) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    (length,) = _INT32.unpack_from(records, pos + 8)
+    if length < _MIN_LENGTH_FIELD:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"record batch length {length} is too small")
+    if remaining < LOG_OVERHEAD + length:
+        return None
+    magic = struct.unpack_from(">b", records, pos + MAGIC_OFFSET)[0]
+    if magic < 0 or magic > 2:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"invalid magic {magic}")
+    return pos + LOG_OVERHEAD + length
+
+
+def single_batch(records: Buffer | None, version: int) -> bytearray | memoryview:
+    """The one v2 batch a Produce v3+ partition must carry (ProduceRequest.validateRecords);
+    ``version`` is the Produce request's (zstd needs v7 or later)."""
+    if not records:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "a partition must carry one record batch")
+    end = _next_batch(records, 0)
+    if end is None:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "no complete record batch in the partition data")
+    if records[MAGIC_OFFSET] != 2:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "only record batches with magic version 2 are allowed")
+    (attributes,) = _INT16.unpack_from(records, ATTRIBUTES_OFFSET)
+    if version < 7 and (attributes & COMPRESSION_MASK) == CODEC_ZSTD:
+        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
+    if _next_batch(records, end) is not None:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "a partition must carry exactly one record batch")
+    if isinstance(records, memoryview) and not records.readonly:
+        return records[:end]  # the request's own buffer (a large frame): appended in place
+    return bytearray(memoryview(records)[:end])
+
+
+def is_v2_batch(records: Buffer | None) -> bool:
+    """Whether partition data starts with a v2 record batch (else a v0/v1 message set, or nothing)."""
+    return records is not None and len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] == 2
+
+
+def is_transactional_batch(records: Buffer | None) -> bool:
+    """Whether partition data starts with a transactional v2 batch (v0/v1 messages never are)."""
+    if not records or len(records) < ATTRIBUTES_OFFSET + 2 or records[MAGIC_OFFSET] != 2:
+        return False
+    (attributes,) = _INT16.unpack_from(records, ATTRIBUTES_OFFSET)
+    return bool(attributes & TRANSACTIONAL_FLAG)
+
+
+def producer_of(batch: Buffer) -> tuple[int, int]:
+    """``(producer id, producer epoch)`` of a complete v2 batch."""
+    producer_id, epoch = _PID_EPOCH.unpack_from(batch, PRODUCER_ID_OFFSET)
+    return producer_id, epoch
+
+
+def transactional_producer(records: Buffer | None) -> tuple[int, int] | None:
+    """``(producer id, producer epoch)`` of partition data starting with a transactional batch, else None."""
+    if records is None or not is_transactional_batch(records) or len(records) < PRODUCER_ID_OFFSET + _PID_EPOCH.size:
+        return None
+    return producer_of(records)

@@ -17,7 +17,7 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from .batch import (
 )
 from .control import Marker, build_marker, parse_marker
 from .disk_format import SEGMENT_INDEX_SUFFIXES, SEGMENT_LOG_NAME
-from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateManager
+from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateEntry, ProducerStateManager
 from .recompress import TOPIC_CODECS, recompress
 from .records import decode_records
 from .segment import LogSegment, offset_file_name
@@ -574,6 +574,20 @@ class PartitionLog:
         hw = self.high_watermark
         return first if first is not None and first < hw else hw
 
+    # ================================================================== producer-state queries
+
+    def producers(self) -> Mapping[int, ProducerStateEntry]:
+        """Read-only live view of the partition's producer entries (DescribeProducers, metrics)."""
+        return self.producer_state.producers()
+
+    def producer_counters(self) -> Mapping[str, int]:
+        """Duplicates answered, out-of-order and fenced batches refused, entries expired."""
+        return self.producer_state.counters
+
+    def expire_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms`` at ``now_ms``; how many went."""
+        return self.producer_state.expire(now_ms)
+
     def _check_records(self, batch: bytearray | memoryview, header: BatchHeader, now_ms: int) -> None:
         """Record-level checks of reference §1.6 step 13 (timestamps, LogAppendTime bit, null keys)."""
         s = self._settings
@@ -642,6 +656,9 @@ class PartitionLog:
     @property
     def segments(self) -> list[LogSegment]:
         return list(self._segments)
+
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
 
     @property
     def size_bytes(self) -> int:

@@ -120,16 +120,16 @@ class BrokerControl:
         of those that rolled (a partition whose active segment is empty does not roll)."""
         rolled = []
         for plog in self._named_logs(topic, partition):
-            before = len(plog.segments)
+            before = len(plog.segment_base_offsets())
             plog.roll()
-            if len(plog.segments) > before:
+            if len(plog.segment_base_offsets()) > before:
                 rolled.append(plog.name)
         return rolled
 
     def expire_producers(self, topic: str | None = None, partition: int | None = None) -> int:
         """Forget every producer (outside a transaction) of the matching partitions now, as if
         ``producer.id.expiration.ms`` had passed; returns how many entries went."""
-        return sum(plog.producer_state.expire(_FAR_FUTURE_MS) for plog in self._named_logs(topic, partition))
+        return sum(plog.expire_producers(_FAR_FUTURE_MS) for plog in self._named_logs(topic, partition))
 
     def _named_logs(self, topic: str | None, partition: int | None) -> list[PartitionLog]:
         """The matching partitions; KeyError when a topic or partition was named and none matches
@@ -173,7 +173,6 @@ class BrokerControl:
         if not plogs:
             raise KeyError(f"no partition {topic}-{partition}")
         plog = plogs[0]
-        state = plog.producer_state
         return {
             "topic": topic,
             "partition": partition,
@@ -181,13 +180,13 @@ class BrokerControl:
             "log_end_offset": plog.log_end_offset,
             "high_watermark": plog.high_watermark,
             "last_stable_offset": plog.last_stable_offset,
-            "segments": [seg.base_offset for seg in plog.segments],
-            "counters": dict(state.counters),
+            "segments": plog.segment_base_offsets(),
+            "counters": dict(plog.producer_counters()),
             "producers": {
                 pid: {"epoch": entry.epoch, "last_sequence": entry.last_seq, "last_offset": entry.last_offset,
                       "batches": len(entry.batches), "current_txn_first_offset": entry.current_txn_first_offset,
                       "coordinator_epoch": entry.coordinator_epoch}
-                for pid, entry in state.producers().items()
+                for pid, entry in plog.producers().items()
             },
         }
 

@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                        error_message=None, active_producers=[]))
                 continue
             active = []
-            for pid, entry in sorted(partition_log.producer_state.producers().items()):
+            for pid, entry in sorted(partition_log.producers().items()):
                 last_seq = entry.batches[-1].last_seq if entry.batches else -1
                 active.append(State(producer_id=pid, producer_epoch=entry.epoch, last_sequence=last_seq,
                                     last_timestamp=entry.last_timestamp,

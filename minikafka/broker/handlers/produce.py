@@ -9,7 +9,6 @@ partition log's (:meth:`PartitionLog.append_from_client`).
 from __future__ import annotations
 
 import logging
-import struct
 from typing import Any
 
 from kafka.protocol.producer import ProduceResponse
@@ -20,22 +19,15 @@ from minikafka.errors import ErrorCode, KafkaError
 from minikafka.protocol.fast import make
 from minikafka.storage import legacy
 from minikafka.storage.batch import (
-    ATTRIBUTES_OFFSET,
-    CODEC_ZSTD,
-    COMPRESSION_MASK,
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
-    MAX_TIMESTAMP_OFFSET,
-    TRANSACTIONAL_FLAG,
+    is_transactional_batch,
+    is_v2_batch,
+    producer_of,
+    single_batch,
+    transactional_producer,
 )
 
 log = logging.getLogger("minikafka.produce")
 
-_LENGTH = struct.Struct(">i")
-_ATTRIBUTES = struct.Struct(">h")
-_PID_EPOCH = struct.Struct(">qh")
-#: producerId follows maxTimestamp in the batch header; producerEpoch follows it.
-PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + 8
 #: Errors for which Kafka reports log_start_offset -1 (reference §2.2 table).
 _NO_LOG_START = frozenset(
     {
@@ -48,43 +40,6 @@ _NO_LOG_START = frozenset(
         ErrorCode.INVALID_TOPIC_EXCEPTION,
     }
 )
-#: Legacy message-set minimum: Kafka calls a smaller length field corrupt.
-_MIN_LENGTH_FIELD = 14
-
-
-def _next_batch(records: bytes, pos: int) -> int | None:
-    """End position of the complete batch at ``pos``; None when no complete batch is there."""
-    remaining = len(records) - pos
-    if remaining < LOG_OVERHEAD:
-        return None
-    (length,) = _LENGTH.unpack_from(records, pos + 8)
-    if length < _MIN_LENGTH_FIELD:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"record batch length {length} is too small")
-    if remaining < LOG_OVERHEAD + length:
-        return None
-    magic = struct.unpack_from(">b", records, pos + MAGIC_OFFSET)[0]
-    if magic < 0 or magic > 2:
-        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"invalid magic {magic}")
-    return pos + LOG_OVERHEAD + length
-
-
-def single_batch(records: bytes | memoryview | None, version: int) -> bytearray | memoryview:
-    """The one v2 batch a Produce v3+ partition must carry (ProduceRequest.validateRecords)."""
-    if not records:
-        raise KafkaError(ErrorCode.INVALID_RECORD, "a partition must carry one record batch")
-    end = _next_batch(records, 0)
-    if end is None:
-        raise KafkaError(ErrorCode.INVALID_RECORD, "no complete record batch in the partition data")
-    if records[MAGIC_OFFSET] != 2:
-        raise KafkaError(ErrorCode.INVALID_RECORD, "only record batches with magic version 2 are allowed")
-    (attributes,) = _ATTRIBUTES.unpack_from(records, ATTRIBUTES_OFFSET)
-    if version < 7 and (attributes & COMPRESSION_MASK) == CODEC_ZSTD:
-        raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
-    if _next_batch(records, end) is not None:
-        raise KafkaError(ErrorCode.INVALID_RECORD, "a partition must carry exactly one record batch")
-    if isinstance(records, memoryview) and not records.readonly:
-        return records[:end]  # the request's own buffer (a large frame): appended in place
-    return bytearray(memoryview(records)[:end])
 
 
 class _NothingToAppend(Exception):
@@ -94,27 +49,12 @@ class _NothingToAppend(Exception):
 def _legacy_batch(records: bytes | None, partition_log: Any, now_ms: int) -> bytearray:
     """Produce v0-v2: a message set of format v0/v1 converted to one v2 batch; a v2 batch as is
     (Kafka takes v2 batches in these versions too)."""
-    if records and len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] == 2:
+    if is_v2_batch(records):
         return single_batch(records, 2)
     batch = legacy.message_set_to_batch(records or b"", legacy.TopicRules.from_config(partition_log.config), now_ms)
     if batch is None:
         raise _NothingToAppend
     return batch
-
-
-def _is_transactional(records: bytes | None) -> bool:
-    if not records or len(records) < ATTRIBUTES_OFFSET + 2 or records[MAGIC_OFFSET] != 2:
-        return False  # v0/v1 messages have no transactional bit
-    (attributes,) = _ATTRIBUTES.unpack_from(records, ATTRIBUTES_OFFSET)
-    return bool(attributes & TRANSACTIONAL_FLAG)
-
-
-def _transactional_producer(records: bytes | None) -> tuple[int, int] | None:
-    """(producer id, epoch) of a transactional batch, else None."""
-    if records is None or not _is_transactional(records) or len(records) < PRODUCER_ID_OFFSET + _PID_EPOCH.size:
-        return None
-    producer_id, epoch = _PID_EPOCH.unpack_from(records, PRODUCER_ID_OFFSET)
-    return producer_id, epoch
 
 
 def _verify_transactional(ctx: RequestContext, transactional_id: str | None, batch: bytearray,
@@ -124,9 +64,9 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
     a transaction nobody will close). The coordinator's answer as Produce reports it
     (``docs/semantics.md#txn-produce``)."""
     coordinator = ctx.broker.transactions
-    if coordinator is None or not _is_transactional(batch):
+    if coordinator is None or not is_transactional_batch(batch):
         return
-    producer_id, epoch = _PID_EPOCH.unpack_from(batch, PRODUCER_ID_OFFSET)
+    producer_id, epoch = producer_of(batch)
     verdict = coordinator.check_transactional_write(transactional_id, producer_id, epoch, tp)
     if verdict == ErrorCode.NONE:
         return
@@ -151,11 +91,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     PartitionResponse = TopicResponse.PartitionProduceResponse
 
     txn_without_id = request.transactional_id is None and any(
-        _is_transactional(p.records) for t in request.topic_data for p in t.partition_data
+        is_transactional_batch(p.records) for t in request.topic_data for p in t.partition_data
     )
     # Kafka refuses the whole request when its transactional batches come from more than one
     # producer id and epoch (ReplicaManager.handleProduceAppend)
-    txn_producers = {_transactional_producer(p.records) for t in request.topic_data for p in t.partition_data}
+    txn_producers = {transactional_producer(p.records) for t in request.topic_data for p in t.partition_data}
     mixed_producers = len(txn_producers - {None}) > 1
     min_isr = broker.config.get("min.insync.replicas")
     appended: list[Any] = []
