@@ -10,6 +10,7 @@ from minikafka.protocol.headers import RequestHeader
 if TYPE_CHECKING:
     from minikafka.broker.connection import Connection
     from minikafka.broker.server import Broker
+    from minikafka.storage.facade import Storage
 
 
 class CloseConnection(Exception):
@@ -29,3 +30,10 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    @property
+    def storage(self) -> Storage:
+        """The broker's storage (open: requests are served only after ``Broker.start()``)."""
+        logs = self.broker.logs
+        assert logs is not None
+        return logs

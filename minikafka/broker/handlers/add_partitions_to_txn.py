@@ -25,8 +25,7 @@ from minikafka.errors import ErrorCode
 
 def partition_errors(ctx: RequestContext, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Per-partition errors before the coordinator is asked (empty when every partition is fine)."""
-    logs = ctx.broker.logs
-    assert logs is not None
+    logs = ctx.storage
     topics = logs.topics()
     errors: dict[tuple[str, int], int] = {}
     for topic, partition in wanted:

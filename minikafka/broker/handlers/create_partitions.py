@@ -13,8 +13,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    logs = broker.logs
-    assert logs is not None
+    logs = ctx.storage
     Response = CreatePartitionsResponse[ctx.api_version]
     results = []
     names = [t.name for t in request.topics]

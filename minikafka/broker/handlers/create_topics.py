@@ -19,14 +19,13 @@ LIMIT_SETTING = "minikafka.topic.max.partitions"
 def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, dict[str, Any]]:
     """(partitions, replication factor, configs) for a creatable topic, or a KafkaError."""
     broker = ctx.broker
-    assert broker.logs is not None
     name = topic.name
     if name in seen:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"topic {name} appears more than once in the request")
     reason = topic_name_error(name)
     if reason:
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-    existing = broker.logs.topics()
+    existing = ctx.storage.topics()
     if name in existing:
         raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     other = collides(name, existing)
@@ -66,7 +65,6 @@ def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, d
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     broker = ctx.broker
-    assert broker.logs is not None
     Response = CreateTopicsResponse[version]
     Result = Response.CreatableTopicResult
     results = []
@@ -80,9 +78,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             partitions, replication, configs = _check(ctx, topic, seen)
             seen.add(topic.name)
             if not request.validate_only:
-                info = broker.logs.create_topic(topic.name, partitions, configs)
+                info = ctx.storage.create_topic(topic.name, partitions, configs)
                 for p in range(partitions):
-                    partition_log = broker.logs.get_log(topic.name, p)
+                    partition_log = ctx.storage.get_log(topic.name, p)
                     if partition_log is not None:
                         broker.attach_log(partition_log)
                 log.info("created topic %s with %d partition(s) %s", topic.name, partitions, configs or "")

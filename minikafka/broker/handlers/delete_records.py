@@ -12,8 +12,7 @@ from minikafka.errors import ErrorCode, KafkaError
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    logs = ctx.broker.logs
-    assert logs is not None
+    logs = ctx.storage
     Response = DeleteRecordsResponse[ctx.api_version]
     Topic = Response.DeleteRecordsTopicResult
     Partition = Topic.DeleteRecordsPartitionResult

@@ -19,8 +19,7 @@ ZERO_UUID = uuid.UUID(int=0)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     broker = ctx.broker
-    logs = broker.logs
-    assert logs is not None
+    logs = ctx.storage
     Response = DeleteTopicsResponse[version]
     Result = Response.DeletableTopicResult
     if version >= 6:

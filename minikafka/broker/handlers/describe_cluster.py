@@ -13,19 +13,18 @@ from minikafka.errors import ErrorCode
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     broker = ctx.broker
-    assert broker.logs is not None
     Response = DescribeClusterResponse[version]
     endpoint_type = getattr(request, "endpoint_type", 1) if version >= 1 else 1
     if endpoint_type != 1:
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                         error_message="only broker endpoints are served", endpoint_type=endpoint_type,
-                        cluster_id=broker.logs.cluster_id, controller_id=-1, brokers=[])
+                        cluster_id=ctx.storage.cluster_id, controller_id=-1, brokers=[])
     return Response(
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
         endpoint_type=1,
-        cluster_id=broker.logs.cluster_id,
+        cluster_id=ctx.storage.cluster_id,
         controller_id=broker.node_id,
         brokers=[Response.DescribeClusterBroker(broker_id=broker.node_id, host=broker.advertised_host,
                                                  port=broker.advertised_port, rack=None)],

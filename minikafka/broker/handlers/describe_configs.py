@@ -26,8 +26,7 @@ def _text(value: Any) -> str:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     broker = ctx.broker
-    logs = broker.logs
-    assert logs is not None
+    logs = ctx.storage
     Response = DescribeConfigsResponse[version]
     Result = Response.DescribeConfigsResult
     Entry = Result.DescribeConfigsResourceResult

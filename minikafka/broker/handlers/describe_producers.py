@@ -11,8 +11,7 @@ from minikafka.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    logs = ctx.broker.logs
-    assert logs is not None
+    logs = ctx.storage
     Response = DescribeProducersResponse[ctx.api_version]
     Topic = Response.TopicResponse
     Partition = Topic.PartitionResponse

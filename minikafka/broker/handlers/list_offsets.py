@@ -25,8 +25,7 @@ READ_COMMITTED = 1
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    logs = ctx.broker.logs
-    assert logs is not None
+    logs = ctx.storage
     Response = ListOffsetsResponse[version]
     Topic = Response.ListOffsetsTopicResponse
     Partition = Topic.ListOffsetsPartitionResponse

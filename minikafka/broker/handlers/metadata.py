@@ -23,12 +23,11 @@ ZERO_UUID = uuid.UUID(int=0)
 def auto_create(ctx: RequestContext, name: str) -> ErrorCode:
     """Create ``name`` with the broker defaults; the error code for a name that cannot be created."""
     broker = ctx.broker
-    assert broker.logs is not None
-    if topic_name_error(name) or collides(name, broker.logs.topics()):
+    if topic_name_error(name) or collides(name, ctx.storage.topics()):
         return ErrorCode.INVALID_TOPIC_EXCEPTION
-    broker.logs.create_topic(name, broker.config.get("num.partitions"), {})
+    ctx.storage.create_topic(name, broker.config.get("num.partitions"), {})
     for partition in range(broker.config.get("num.partitions")):
-        partition_log = broker.logs.get_log(name, partition)
+        partition_log = ctx.storage.get_log(name, partition)
         if partition_log is not None:
             broker.attach_log(partition_log)
     log.info("auto-created topic %s with %d partition(s)", name, broker.config.get("num.partitions"))
@@ -38,8 +37,7 @@ def auto_create(ctx: RequestContext, name: str) -> ErrorCode:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     broker = ctx.broker
-    logs = broker.logs
-    assert logs is not None
+    logs = ctx.storage
     Response = MetadataResponse[version]
     Topic = Response.MetadataResponseTopic
     Partition = Topic.MetadataResponsePartition

@@ -22,8 +22,7 @@ def requested_offsets(ctx: RequestContext, request_topics: Any, committed: Calla
                       ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], CommittedOffset]]:
     """(UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, the offsets to store for the
     others, built by ``committed`` from each partition entry); shared with TxnOffsetCommit."""
-    assert ctx.broker.logs is not None
-    topics = ctx.broker.logs.topics()
+    topics = ctx.storage.topics()
     errors: dict[tuple[str, int], int] = {}
     offsets: dict[tuple[str, int], CommittedOffset] = {}
     for topic in request_topics:
@@ -41,7 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     broker = ctx.broker
     groups = broker.groups
-    assert groups is not None and broker.logs is not None
+    assert groups is not None
     now = broker.clock()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
 

@@ -17,8 +17,8 @@ from minikafka.errors import ErrorCode
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     groups = broker.groups
-    assert groups is not None and broker.logs is not None
-    topics = broker.logs.topics()
+    assert groups is not None
+    topics = ctx.storage.topics()
     errors: dict[tuple[str, int], int] = {}
     wanted: list[tuple[str, int]] = []
     for topic in request.topics:

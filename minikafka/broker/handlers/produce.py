@@ -82,8 +82,7 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    logs = broker.logs
-    assert logs is not None
+    logs = ctx.storage
     version = ctx.api_version
     acks = request.acks
     Response = ProduceResponse[version]
