@@ -147,10 +147,9 @@ class InternalLog:
     """What an internal-log store holds: where its partition is, the clock, and the fsync to wait
     for (``flush`` is given with ``--fsync``: changes are acknowledged once on disk)."""
 
-    def __init__(self, logs: LogManager, attach: Callable[[PartitionLog], None], now_ms: Callable[[], int],
+    def __init__(self, logs: LogManager, now_ms: Callable[[], int],
                  topic_configs: dict[str, str], flush: Callable[[PartitionLog], Any] | None = None) -> None:
         self._logs = logs
-        self._attach = attach
         self._now_ms = now_ms
         self._topic_configs = topic_configs
         self._flush = flush
@@ -163,11 +162,10 @@ class InternalLog:
         assert broker.logs is not None
         flush = broker.flusher.flush if broker.config.fsync else None
         configs = internal_topic_configs(broker.config.get(segment_setting))
-        return cls(broker.logs, broker.attach_log, broker.clock, configs, flush)
+        return cls(broker.logs, broker.clock, configs, flush)
 
     def _open(self, topic: str) -> PartitionLog:
         plog = open_internal_log(self._logs, topic, self._topic_configs)
-        self._attach(plog)
         self._log = plog
         return plog
 

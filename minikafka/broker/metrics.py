@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass
@@ -34,21 +33,6 @@ class Metrics:
         stats.seconds += seconds
         self.bytes_in += size
 
-    def count_snapshots(self, producer_state: Any) -> None:
-        """Count the snapshot files ``producer_state`` writes from now on in ``snapshots_written``.
-
-        The producer-state manager keeps no such count itself, so its ``take_snapshot`` is wrapped
-        (once per manager) when the broker attaches the log.
-        """
-        take = producer_state.take_snapshot
-        if getattr(take, "counted_by", None) is self:
-            return
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            path = take(*args, **kwargs)
-            if path is not None:
-                self.snapshots_written += 1
-            return path
-
-        counted.counted_by = self  # type: ignore[attr-defined]
-        producer_state.take_snapshot = counted
+    def snapshot_written(self) -> None:
+        """A partition log wrote a producer snapshot file (wired to each log when it opens)."""
+        self.snapshots_written += 1

@@ -32,6 +32,7 @@ from minikafka.protocol.apis import ApiSpec
 from minikafka.protocol.framing import FrameReader
 from minikafka.startup_errors import BindError, DataDirError, KeyMaterialError
 from minikafka.storage.cleaner import LogCleaner
+from minikafka.storage.log import PartitionLog
 from minikafka.storage.log_manager import LogManager
 from minikafka.storage.producer_ids import ProducerIdAllocator
 
@@ -128,12 +129,11 @@ class Broker:
                 self.sasl_users = UserStore.from_config(self.config)
             except (OSError, ValueError) as exc:
                 raise KeyMaterialError(f"SASL users (minikafka.sasl.users, minikafka.sasl.users.file): {exc}") from exc
-        self.logs = LogManager(self.config.data_dir, self.config, now_ms=lambda: self.clock())
+        self.logs = LogManager(self.config.data_dir, self.config, now_ms=lambda: self.clock(),
+                               on_log_opened=self._wire_log)
         self.logs.check_usable()
         await self.listeners.open(self._on_connect)
         self.logs.load()
-        for partition_log in self.logs.all_logs():
-            self.attach_log(partition_log)
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
         self.groups = GroupCoordinator(self)
@@ -173,9 +173,11 @@ class Broker:
         if len(self.listeners.listeners) > 1 or self.listeners.primary.security_protocol != "PLAINTEXT":
             log.info("listeners: %s", self.listeners.describe())
 
-    def attach_log(self, partition_log: Any) -> None:
+    def _wire_log(self, partition_log: PartitionLog) -> None:
+        """Every partition log the LogManager opens wakes waiting fetches on append and counts the
+        producer snapshots it writes in the metrics."""
         partition_log.on_append = self.fetch_waiters.notify
-        self.metrics.count_snapshots(partition_log.producer_state)  # [metrics hook] snapshots written
+        partition_log.on_snapshot = self.metrics.snapshot_written
 
     async def stop(self, clean: bool = True) -> None:
         """Stop accepting, let in-flight requests finish, then close the logs.

@@ -159,6 +159,8 @@ class PartitionLog:
         self.high_watermark = 0
         self.recovery_point = 0
         self.on_append: Callable[[PartitionLog], None] | None = None
+        #: told of every producer snapshot file written once the log is open (set by the opener)
+        self.on_snapshot: Callable[[], None] | None = None
         self.producer_state: ProducerStateManager
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms()
@@ -354,7 +356,7 @@ class PartitionLog:
         state must be replayed from a snapshot at or before the first of them (later snapshots
         describe data that recovery may have cut). Other segments keep their index as it is."""
         ps = ProducerStateManager(self.dir, self._producer_expiration_ms, self._now_ms,
-                                  max_entries=self._producer_max_entries)
+                                  max_entries=self._producer_max_entries, on_snapshot=self._snapshot_written)
         self.producer_state = ps
         ps.remove_stray_snapshots(list(self._bases))
         ps.truncate_and_reload(self.log_start_offset, self.log_end_offset)
@@ -374,6 +376,10 @@ class PartitionLog:
                      self.name, start, self.log_end_offset, count)
         if ps.latest_snapshot_offset() != self.log_end_offset:
             ps.take_snapshot(self.log_end_offset)
+
+    def _snapshot_written(self) -> None:
+        if self.on_snapshot is not None:
+            self.on_snapshot()
 
     def _replay(self, seg: LogSegment, pos: int, header: BatchHeader, now_ms: int, index: bool) -> None:
         """Replay one batch of the log into the producer state (markers close transactions, and

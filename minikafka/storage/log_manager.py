@@ -64,8 +64,12 @@ class LogManager:
         data_dir: str | Path,
         broker_config: BrokerConfig,
         now_ms: Callable[[], int] = wall_clock_ms,
+        *,
+        on_log_opened: Callable[[PartitionLog], None] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        #: applied to every partition log this manager opens or creates, before anyone else sees it
+        self.on_log_opened = on_log_opened
         self.broker_config = broker_config
         self.now_ms = now_ms
         self.cluster_id = ""
@@ -195,6 +199,10 @@ class LogManager:
         config.update(parse_topic_configs(info.configs))
         return config
 
+    def _opened(self, plog: PartitionLog) -> None:
+        if self.on_log_opened is not None:
+            self.on_log_opened(plog)
+
     def _producer_settings(self) -> dict[str, Any]:
         """The clock and producer-state bounds every partition log of this broker is opened with."""
         return {
@@ -228,6 +236,7 @@ class LogManager:
             self.offline[key] = str(e)
             return None
         self.offline.pop(key, None)
+        self._opened(plog)
         self._logs[key] = plog
         return plog
 
@@ -288,6 +297,7 @@ class LogManager:
         plog = PartitionLog.open(
             info.name, partition, directory, self._config_for(info), clean=True, **self._producer_settings(),
         )
+        self._opened(plog)
         self._logs[(info.name, partition)] = plog
         return plog
 

@@ -106,6 +106,7 @@ class ProducerStateManager:
         *,
         max_snapshots: int = DEFAULT_MAX_SNAPSHOTS,
         max_entries: int | None = None,
+        on_snapshot: Callable[[], None] | None = None,
     ) -> None:
         self.partition_dir = Path(partition_dir)
         self.expiration_ms = expiration_ms
@@ -113,6 +114,8 @@ class ProducerStateManager:
         #: ``minikafka.producer.state.max.entries``; None leaves the state bounded only by expiry.
         self.max_entries = max_entries
         self._last_full_warning = -3600.0
+        #: called after each snapshot file is written (the broker counts them for its metrics)
+        self._on_snapshot = on_snapshot
         self._now_ms = now_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._view = MappingProxyType(self._producers)
@@ -368,6 +371,8 @@ class ProducerStateManager:
         self._last_snap_offset = offset
         self._dirty = False
         self._limit_snapshot_count(keep=offset)
+        if self._on_snapshot is not None:
+            self._on_snapshot()
         return path
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:

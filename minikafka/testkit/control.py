@@ -148,10 +148,6 @@ class BrokerControl:
         if partitions is None:
             partitions = int(self.broker.config.get("num.partitions"))
         logs.create_topic(name, partitions, {k: str(v) for k, v in (config or {}).items()})
-        for p in range(partitions):
-            plog = logs.get_log(name, p)
-            if plog is not None:
-                self.broker.attach_log(plog)
 
     def delete_topic(self, name: str) -> None:
         logs = self.broker.logs

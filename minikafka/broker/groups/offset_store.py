@@ -78,9 +78,9 @@ class PendingOffset:
 class OffsetStore(InternalLog):
     """The committed offsets of every group and the last stored metadata of each group."""
 
-    def __init__(self, logs: LogManager, attach: Callable[[PartitionLog], None], now_ms: Callable[[], int],
+    def __init__(self, logs: LogManager, now_ms: Callable[[], int],
                  topic_configs: dict[str, str], flush: Callable[[PartitionLog], Any] | None = None) -> None:
-        super().__init__(logs, attach, now_ms, topic_configs, flush)
+        super().__init__(logs, now_ms, topic_configs, flush)
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._group_values: dict[str, bytes] = {}
         #: producer id -> group -> partition -> pending transactional offset

@@ -38,11 +38,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ):
             error, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, "invalid replica assignment"
         elif not request.validate_only:
-            old = info.partitions
             logs.add_partitions(topic.name, topic.count)
-            for p in range(old, topic.count):
-                partition_log = logs.get_log(topic.name, p)
-                if partition_log is not None:
-                    broker.attach_log(partition_log)
         results.append(Response.CreatePartitionsTopicResult(name=topic.name, error_code=error, error_message=message))
     return Response(throttle_time_ms=0, results=results)

@@ -79,10 +79,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             seen.add(topic.name)
             if not request.validate_only:
                 info = ctx.storage.create_topic(topic.name, partitions, configs)
-                for p in range(partitions):
-                    partition_log = ctx.storage.get_log(topic.name, p)
-                    if partition_log is not None:
-                        broker.attach_log(partition_log)
                 log.info("created topic %s with %d partition(s) %s", topic.name, partitions, configs or "")
                 if version >= 7:
                     fields["topic_id"] = info.topic_id

@@ -26,10 +26,6 @@ def auto_create(ctx: RequestContext, name: str) -> ErrorCode:
     if topic_name_error(name) or collides(name, ctx.storage.topics()):
         return ErrorCode.INVALID_TOPIC_EXCEPTION
     ctx.storage.create_topic(name, broker.config.get("num.partitions"), {})
-    for partition in range(broker.config.get("num.partitions")):
-        partition_log = ctx.storage.get_log(name, partition)
-        if partition_log is not None:
-            broker.attach_log(partition_log)
     log.info("auto-created topic %s with %d partition(s)", name, broker.config.get("num.partitions"))
     return ErrorCode.NONE
 

@@ -37,9 +37,9 @@ COMPACT_MIN_RECORDS = 10_000
 class TxnStateLog(InternalLog):
     """Appends and replays the records of ``__transaction_state``."""
 
-    def __init__(self, logs: LogManager, attach: Callable[[PartitionLog], None], now_ms: Callable[[], int],
+    def __init__(self, logs: LogManager, now_ms: Callable[[], int],
                  topic_configs: dict[str, str], flush: Callable[[PartitionLog], Any] | None = None) -> None:
-        super().__init__(logs, attach, now_ms, topic_configs, flush)
+        super().__init__(logs, now_ms, topic_configs, flush)
         self._values: dict[str, bytes] = {}  # the last value written per live id (for compaction)
 
     def load(self) -> dict[str, TxnRecord]:
