@@ -9,8 +9,11 @@ from minikafka.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
     from minikafka.broker.connection import Connection
+    from minikafka.broker.groups import GroupCoordinator
     from minikafka.broker.server import Broker
+    from minikafka.broker.transactions import TransactionCoordinator
     from minikafka.storage.facade import Storage
+    from minikafka.storage.producer_ids import ProducerIdAllocator
 
 
 class CloseConnection(Exception):
@@ -37,3 +40,21 @@ class RequestContext:
         logs = self.broker.logs
         assert logs is not None
         return logs
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        groups = self.broker.groups
+        assert groups is not None
+        return groups
+
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        coordinator = self.broker.transactions
+        assert coordinator is not None
+        return coordinator
+
+    @property
+    def producer_ids(self) -> ProducerIdAllocator:
+        allocator = self.broker.producer_ids
+        assert allocator is not None
+        return allocator

@@ -16,8 +16,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    coordinator = ctx.broker.transactions
-    assert coordinator is not None
+    coordinator = ctx.transactions
     if request.group_id is None:
         error = ErrorCode.INVALID_GROUP_ID
     else:

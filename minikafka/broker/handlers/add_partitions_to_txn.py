@@ -52,8 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = list(dict.fromkeys((t.name, p) for t in request.v3_and_below_topics for p in t.partitions))
     errors = partition_errors(ctx, wanted)
     if not errors:
-        coordinator = ctx.broker.transactions
-        assert coordinator is not None
+        coordinator = ctx.transactions
         error = await coordinator.add_partitions(request.v3_and_below_transactional_id,
                                                  request.v3_and_below_producer_id,
                                                  request.v3_and_below_producer_epoch, wanted)

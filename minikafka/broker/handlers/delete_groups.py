@@ -11,8 +11,7 @@ from minikafka.broker.context import RequestContext
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    groups = ctx.broker.groups
-    assert groups is not None
+    groups = ctx.groups
     names = list(request.groups_names)
     results = await groups.delete_groups(names)
     Response = DeleteGroupsResponse[version]

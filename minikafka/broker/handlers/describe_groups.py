@@ -18,8 +18,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    groups = ctx.broker.groups
-    assert groups is not None
+    groups = ctx.groups
     Response = DescribeGroupsResponse[version]
     Described = Response.DescribedGroup
     Member = Described.DescribedGroupMember

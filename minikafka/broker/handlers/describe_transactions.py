@@ -14,8 +14,7 @@ from minikafka.broker.context import RequestContext
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    coordinator = ctx.broker.transactions
-    assert coordinator is not None
+    coordinator = ctx.transactions
     Response = DescribeTransactionsResponse[ctx.api_version]
     State = Response.TransactionState
     Topic = State.TopicData

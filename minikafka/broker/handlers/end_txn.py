@@ -18,8 +18,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    coordinator = ctx.broker.transactions
-    assert coordinator is not None
+    coordinator = ctx.transactions
     error = await coordinator.end_transaction(request.transactional_id, request.producer_id,
                                               request.producer_epoch, bool(request.committed))
     if error == ErrorCode.PRODUCER_FENCED and version < 2:

@@ -11,8 +11,7 @@ from minikafka.broker.context import RequestContext
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    groups = ctx.broker.groups
-    assert groups is not None
+    groups = ctx.groups
     error = groups.heartbeat(request.group_id, request.member_id or "",
                              request.group_instance_id if version >= 3 else None, request.generation_id)
     Response = HeartbeatResponse[version]

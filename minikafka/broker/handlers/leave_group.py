@@ -16,8 +16,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    groups = ctx.broker.groups
-    assert groups is not None
+    groups = ctx.groups
     Response = LeaveGroupResponse[version]
     if version < 3:
         error, member_errors = groups.leave_group(request.group_id, [(request.member_id or "", None, None)])

@@ -12,8 +12,7 @@ from minikafka.broker.groups.coordinator import CLASSIC
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    groups = ctx.broker.groups
-    assert groups is not None
+    groups = ctx.groups
     states = request.states_filter if version >= 4 else []
     types = request.types_filter if version >= 5 else []
     error, listed = groups.list_groups(states or [], types or [])

@@ -16,8 +16,7 @@ from minikafka.broker.context import RequestContext
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    coordinator = ctx.broker.transactions
-    assert coordinator is not None
+    coordinator = ctx.transactions
     duration = request.duration_filter if version >= 1 else -1
     error, unknown, found = coordinator.list_transactions(request.state_filters or [],
                                                           request.producer_id_filters or [], duration)

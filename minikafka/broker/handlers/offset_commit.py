@@ -39,8 +39,7 @@ def requested_offsets(ctx: RequestContext, request_topics: Any, committed: Calla
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     broker = ctx.broker
-    groups = broker.groups
-    assert groups is not None
+    groups = ctx.groups
     now = broker.clock()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
 

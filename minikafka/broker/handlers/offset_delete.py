@@ -15,9 +15,7 @@ from minikafka.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    groups = broker.groups
-    assert groups is not None
+    groups = ctx.groups
     topics = ctx.storage.topics()
     errors: dict[tuple[str, int], int] = {}
     wanted: list[tuple[str, int]] = []

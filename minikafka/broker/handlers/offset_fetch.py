@@ -46,8 +46,7 @@ def _fetch(groups: GroupCoordinator, group_id: str | None, topics: Any, partitio
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    groups = ctx.broker.groups
-    assert groups is not None
+    groups = ctx.groups
     Response = OffsetFetchResponse[version]
     if version >= 8:
         Group = Response.OffsetFetchResponseGroup

@@ -22,8 +22,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    groups = ctx.broker.groups
-    assert groups is not None
+    groups = ctx.groups
     now = ctx.broker.clock()
 
     def committed(p: Any) -> CommittedOffset:
