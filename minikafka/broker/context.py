@@ -58,3 +58,9 @@ class RequestContext:
         allocator = self.broker.producer_ids
         assert allocator is not None
         return allocator
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """Host and port of the listener this request came in on, as Metadata, DescribeCluster and
+        FindCoordinator advertise them."""
+        return self.broker.advertised_address(self.connection.listener)

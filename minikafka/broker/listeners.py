@@ -15,7 +15,6 @@ overrides ``ssl.keystore.location`` for the listener named SASL_SSL.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import os
 import re
@@ -78,12 +77,6 @@ class Listener:
     @property
     def bootstrap(self) -> str:
         return f"{self.endpoint_host}:{self.endpoint_port}"
-
-
-#: The listener whose connection is running the current task (each connection runs in a task of
-#: its own, so a handler sees the listener of the request it is answering).
-current_listener: contextvars.ContextVar[Listener | None] = contextvars.ContextVar("minikafka_listener",
-                                                                                  default=None)
 
 
 def listener_setting(config: BrokerConfig, listener_name: str, key: str) -> Any:

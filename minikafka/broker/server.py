@@ -23,7 +23,7 @@ from minikafka.broker.flusher import Flusher
 from minikafka.broker.groups import GroupCoordinator  # consumer groups
 from minikafka.broker.interceptor import RequestInterceptor
 from minikafka.broker.limits import ConnectionQuotas, close_idle_connections, peer_ip
-from minikafka.broker.listeners import Listener, ListenerSet, current_listener
+from minikafka.broker.listeners import Listener, ListenerSet
 from minikafka.broker.metrics import Metrics
 from minikafka.broker.transactions import TransactionCoordinator
 from minikafka.clock import wall_clock_ms
@@ -72,27 +72,26 @@ class Broker:
         return self.config.host
 
     def listener(self) -> Listener | None:
-        """The listener of the request being handled (each connection runs in its own task), else the
-        first listener; None before start."""
-        current = current_listener.get()
-        if current is not None:
-            return current
+        """The first listener; None before start. A request knows its own (``RequestContext``)."""
         return self.listeners.primary if self.listeners is not None else None
+
+    def advertised_address(self, listener: Listener | None = None) -> tuple[str, int]:
+        """Host and port clients are told to use: ``listener``'s endpoint (the one a request came
+        in on), else the first listener's, else the configured address."""
+        if listener is None:
+            listener = self.listener()
+        if listener is not None:
+            return listener.endpoint_host, listener.endpoint_port
+        host = self.config.advertised_host or self.config.host
+        return ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), self.config.advertised_port or self.port
 
     @property
     def advertised_host(self) -> str:
-        listener = self.listener()
-        if listener is not None:
-            return listener.endpoint_host
-        host = self.config.advertised_host or self.config.host
-        return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+        return self.advertised_address()[0]
 
     @property
     def advertised_port(self) -> int:
-        listener = self.listener()
-        if listener is not None:
-            return listener.endpoint_port
-        return self.config.advertised_port or self.port
+        return self.advertised_address()[1]
 
     @property
     def bootstrap(self) -> str:
@@ -243,8 +242,6 @@ class Broker:
             log.warning("Rejected connection from %s: %s", ip, refused)
             transport.close()
             return
-        if listener is not None:
-            current_listener.set(listener)  # [listeners] handlers advertise this listener's address
         conn = Connection(self, reader, transport, listener)
         self._connections.add(conn)
         self.metrics.connections_active += 1

@@ -26,6 +26,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         endpoint_type=1,
         cluster_id=ctx.storage.cluster_id,
         controller_id=broker.node_id,
-        brokers=[Response.DescribeClusterBroker(broker_id=broker.node_id, host=broker.advertised_host,
-                                                 port=broker.advertised_port, rack=None)],
+        brokers=[Response.DescribeClusterBroker(broker_id=broker.node_id, host=ctx.advertised_address[0],
+                                                 port=ctx.advertised_address[1], rack=None)],
     )

@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     Response = FindCoordinatorResponse[version]
     key_type = request.key_type if version >= 1 else GROUP
     error, message = _lookup(ctx, key_type)
-    node, host, port = (broker.node_id, broker.advertised_host, broker.advertised_port) if not error else (-1, "", -1)
+    node, host, port = (broker.node_id, *ctx.advertised_address) if not error else (-1, "", -1)
     if version >= 4:
         Coordinator = Response.Coordinator
         return Response(throttle_time_ms=0, coordinators=[

@@ -83,8 +83,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     return Response(
         throttle_time_ms=0,
-        brokers=[Response.MetadataResponseBroker(node_id=broker.node_id, host=broker.advertised_host,
-                                                 port=broker.advertised_port, rack=None)],
+        brokers=[Response.MetadataResponseBroker(node_id=broker.node_id, host=ctx.advertised_address[0],
+                                                 port=ctx.advertised_address[1], rack=None)],
         cluster_id=logs.cluster_id,
         controller_id=broker.node_id,
         topics=out,
