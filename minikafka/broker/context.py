@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from minikafka.protocol.headers import RequestHeader
 
@@ -14,6 +14,14 @@ if TYPE_CHECKING:
     from minikafka.broker.transactions import TransactionCoordinator
     from minikafka.storage.facade import Storage
     from minikafka.storage.producer_ids import ProducerIdAllocator
+
+
+T = TypeVar("T")
+
+
+def _built(service: T | None) -> T:
+    assert service is not None, "the broker is not started"
+    return service
 
 
 class CloseConnection(Exception):
@@ -34,30 +42,23 @@ class RequestContext:
     def client_id(self) -> str | None:
         return self.header.client_id
 
+    # The services below are built by Broker.start(); requests are only served after it.
+
     @property
     def storage(self) -> Storage:
-        """The broker's storage (open: requests are served only after ``Broker.start()``)."""
-        logs = self.broker.logs
-        assert logs is not None
-        return logs
+        return _built(self.broker.logs)
 
     @property
     def groups(self) -> GroupCoordinator:
-        groups = self.broker.groups
-        assert groups is not None
-        return groups
+        return _built(self.broker.groups)
 
     @property
     def transactions(self) -> TransactionCoordinator:
-        coordinator = self.broker.transactions
-        assert coordinator is not None
-        return coordinator
+        return _built(self.broker.transactions)
 
     @property
     def producer_ids(self) -> ProducerIdAllocator:
-        allocator = self.broker.producer_ids
-        assert allocator is not None
-        return allocator
+        return _built(self.broker.producer_ids)
 
     @property
     def advertised_address(self) -> tuple[str, int]:
