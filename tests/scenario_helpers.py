@@ -1,4 +1,4 @@
-"""Raw-protocol helpers for the reference §8 scenario tests."""
+"""Raw-protocol helpers for the end-to-end produce, idempotence and restart tests."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 * ``spark`` — one local[2] SparkSession for every Spark test module in the run;
 * :class:`LogDirWriter` — writes record batches into a directory with Kafka's layout the way a
   broker does: assigns offsets, rolls segments, writes ``.index`` / ``.timeindex`` entries by
-  Kafka's ``index.interval.bytes`` rule (reference §6.4, §6.5), optionally leaves the active
+  Kafka's ``index.interval.bytes`` rule (docs/semantics.md#index-interval), optionally leaves the active
   segment's indexes pre-allocated with zero entries as a live broker does;
 * :func:`build_batch` — a batch exactly as a producer sends it (kafka-python's builder);
 * :func:`expected_rows` — the records of a log directory decoded by kafka-python's own batch

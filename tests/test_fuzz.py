@@ -382,7 +382,7 @@ def test_frame_sizes_that_lie_close_or_wait_without_harm(fuzzed: Fuzzed, watch_l
     healthy_roundtrip(fuzzed)
 
 
-#: Produce errors a corrupt or odd batch may get (reference §7.3).
+#: Produce errors a corrupt or odd batch may get (docs/semantics.md#produce-errors).
 BATCH_ERRORS = {2, 10, 32, 45, 47, 48, 53, 76, 87}
 
 

@@ -1,4 +1,4 @@
-"""ProducerStateManager's idempotence rules, scenario by scenario (reference §8 A-D).
+"""ProducerStateManager's idempotence rules, rule by rule (docs/semantics.md#producer-state).
 
 Each test drives the real manager the way the partition log does: ``check()`` before the
 write, ``update()`` with the assigned offset after it. Offsets come from a running log end.
@@ -45,7 +45,7 @@ def snapshot_of_state(mgr: ProducerStateManager) -> dict:
 
 
 def six_batches_then_three_records(log: Partition) -> None:
-    """Scenario 5/6 setup: B(P,0,0)..B(P,0,5) at 0-5, then B(P,0,6..8) at 6."""
+    """Setup of the window tests: B(P,0,0)..B(P,0,5) at 0-5, then B(P,0,6..8) at 6."""
     for seq in range(6):
         assert log.produce(P, 0, seq) == seq
     assert log.produce(P, 0, 6, 3) == 6
@@ -231,7 +231,7 @@ def test_producer_expires_after_idle_period_on_broker_clock(log: Partition, cloc
 
 
 def test_expiry_uses_broker_clock_not_record_timestamps(log: Partition, clock: Clock) -> None:
-    # minikafka deviation (scenario 27): records stamped 25 h ago do not make the producer expire.
+    # minikafka deviation (docs/semantics.md#expiry-on-the-broker-clock): records stamped 25 h ago do not make the producer expire.
     log.produce(P, 0, 0, ts=NOW - 25 * 3_600_000)
     assert log.mgr.expire() == 0
     assert log.produce(P, 0, 0) == 0  # still a duplicate, not written twice
@@ -310,7 +310,7 @@ def test_batch_straddling_the_wrap_is_cached_with_wrapped_last_sequence(log: Par
 
 
 def test_negative_base_sequence_from_known_producer_is_never_accepted(log: Partition) -> None:
-    # Scenario 33's INVALID_RECORD comes from batch validation before check(); check() itself
+    # The INVALID_RECORD for a negative base sequence comes from batch validation before check(); check() itself
     # must still not accept or deduplicate such a batch.
     log.produce(P, 0, 0)
     expect_error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log, P, 0, -1)

@@ -1,9 +1,9 @@
-"""Reference §8 scenarios F and G end to end: snapshots, restarts, torn and corrupt logs.
+"""Snapshots and recovery (docs/semantics.md#snapshots, docs/semantics.md#recovery) end to end: snapshots, restarts, torn and corrupt logs.
 
 The broker is stopped cleanly or as a crash (no snapshot, no flush, no clean marker), files
 are damaged on disk between runs where the scenario says so, and a raw client then checks
 what the restarted broker answers. Where minikafka deliberately goes further than Kafka
-(scenarios 46, 47, 54), the test expects minikafka's behaviour and says so.
+(docs/semantics.md#differences), the test expects minikafka's behaviour and says so.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def send(broker: BrokerThread, *batches: bytearray) -> list[Any]:
 
 
 @pytest.mark.parametrize("clean", [True, False], ids=["clean", "crash"])
-def test_46_restart_keeps_the_whole_five_batch_window(fresh: BrokerThread, clean: bool) -> None:
+def test_restart_keeps_the_whole_five_batch_window(fresh: BrokerThread, clean: bool) -> None:
     """minikafka: every one of the last five batches is still a duplicate after the restart."""
     for seq, r in enumerate(send(fresh, *(B(P, 0, s) for s in range(5)))):
         ok_at(r, seq)
@@ -78,7 +78,7 @@ def test_46_restart_keeps_the_whole_five_batch_window(fresh: BrokerThread, clean
     assert leo(fresh) == 6
 
 
-def test_47_unclean_restart_rebuilds_window_from_roll_snapshot_and_tail(fresh: BrokerThread) -> None:
+def test_unclean_restart_rebuilds_window_from_roll_snapshot_and_tail(fresh: BrokerThread) -> None:
     send(fresh, *(B(P, 0, s) for s in range(5)))
     roll(fresh)
     assert (pdir(fresh) / "00000000000000000005.snapshot").exists()
@@ -113,7 +113,7 @@ def _two_snapshots_then_stop(broker: BrokerThread) -> Path:
         pytest.param(lambda b: b"\x00\x63" + b[2:], id="50-unknown-version"),
     ],
 )
-def test_48_to_50_bad_newest_snapshot_falls_back_to_older_one_and_replays(
+def test_bad_newest_snapshot_falls_back_to_older_one_and_replays(
     fresh: BrokerThread, damage: Callable[[bytes], bytes]
 ) -> None:
     newest = _two_snapshots_then_stop(fresh)
@@ -126,7 +126,7 @@ def test_48_to_50_bad_newest_snapshot_falls_back_to_older_one_and_replays(
     ok_at(r2, 2)
 
 
-def test_53_no_snapshot_after_crash_rebuilds_state_by_scanning_the_log(fresh: BrokerThread) -> None:
+def test_no_snapshot_after_crash_rebuilds_state_by_scanning_the_log(fresh: BrokerThread) -> None:
     send(fresh, *(B(P, 0, s) for s in range(5)))
     fresh.stop(clean=False)
     for snap in pdir(fresh).glob("*.snapshot"):
@@ -137,7 +137,7 @@ def test_53_no_snapshot_after_crash_rebuilds_state_by_scanning_the_log(fresh: Br
     ok_at(r5, 5)
 
 
-def test_54_no_snapshot_after_clean_shutdown_still_rebuilds_state(fresh: BrokerThread) -> None:
+def test_no_snapshot_after_clean_shutdown_still_rebuilds_state(fresh: BrokerThread) -> None:
     """minikafka does not take Kafka's shortcut of forgetting producers here (Kafka writes seq 4 twice)."""
     send(fresh, *(B(P, 0, s) for s in range(5)))
     fresh.stop(clean=True)
@@ -148,7 +148,7 @@ def test_54_no_snapshot_after_clean_shutdown_still_rebuilds_state(fresh: BrokerT
     assert leo(fresh) == 5
 
 
-def test_55_producer_only_in_deleted_segment_is_still_known_after_a_crash(fresh: BrokerThread) -> None:
+def test_producer_only_in_deleted_segment_is_still_known_after_a_crash(fresh: BrokerThread) -> None:
     """minikafka keeps the roll snapshot at the new log start, so P survives a crash too.
 
     Kafka deletes snapshots at or below the log start offset when it reloads, so after an
@@ -174,7 +174,7 @@ def _segment(broker: BrokerThread, base: int = 0) -> Path:
     return pdir(broker) / f"{base:020d}.log"
 
 
-def test_56_torn_last_batch_is_cut_and_retry_is_appended(fresh: BrokerThread) -> None:
+def test_torn_last_batch_is_cut_and_retry_is_appended(fresh: BrokerThread) -> None:
     send(fresh, *(B(P, 0, s) for s in range(4)))
     fresh.stop(clean=False)
     partial = B(P, 0, 4, value=b"x" * 200)
@@ -195,7 +195,7 @@ def _flip_in_batch(path: Path, index: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_57_corrupt_batch_in_active_segment_truncates_there(fresh: BrokerThread) -> None:
+def test_corrupt_batch_in_active_segment_truncates_there(fresh: BrokerThread) -> None:
     send(fresh, *(B(P, 0, s) for s in range(20)))
     fresh.stop(clean=False)
     _flip_in_batch(_segment(fresh), 7)
@@ -206,7 +206,7 @@ def test_57_corrupt_batch_in_active_segment_truncates_there(fresh: BrokerThread)
     ok_at(r7, 7)
 
 
-def test_58_garbage_after_last_batch_loses_no_record(fresh: BrokerThread) -> None:
+def test_garbage_after_last_batch_loses_no_record(fresh: BrokerThread) -> None:
     send(fresh, *(B(P, 0, s) for s in range(50)))
     fresh.stop(clean=False)
     for suffix in (".log", ".index"):
@@ -218,7 +218,7 @@ def test_58_garbage_after_last_batch_loses_no_record(fresh: BrokerThread) -> Non
         assert [b[3] for b in log_summary(c, T)] == list(range(50))
 
 
-def test_59_corruption_in_earlier_unflushed_segment_drops_later_segments(fresh: BrokerThread) -> None:
+def test_corruption_in_earlier_unflushed_segment_drops_later_segments(fresh: BrokerThread) -> None:
     for start in (0, 100, 200):
         if start:
             roll(fresh)
@@ -233,7 +233,7 @@ def test_59_corruption_in_earlier_unflushed_segment_drops_later_segments(fresh: 
     assert not _segment(fresh, 200).exists()
 
 
-def test_60_missing_offset_index_is_rebuilt_after_clean_shutdown(fresh: BrokerThread) -> None:
+def test_missing_offset_index_is_rebuilt_after_clean_shutdown(fresh: BrokerThread) -> None:
     send(fresh, *(B(P, 0, s, value=b"v" * 300) for s in range(40)))
     fresh.stop(clean=True)
     index = pdir(fresh) / f"{0:020d}.index"
@@ -247,7 +247,7 @@ def test_60_missing_offset_index_is_rebuilt_after_clean_shutdown(fresh: BrokerTh
     fresh.start()
 
 
-def test_61_clean_marker_skips_recovery_and_is_deleted_at_start(fresh: BrokerThread) -> None:
+def test_clean_marker_skips_recovery_and_is_deleted_at_start(fresh: BrokerThread) -> None:
     send(fresh, *(B(P, 0, s) for s in range(20)))
     fresh.stop(clean=True)
     marker = Path(fresh.broker_config.data_dir) / ".kafka_cleanshutdown"
@@ -258,7 +258,7 @@ def test_61_clean_marker_skips_recovery_and_is_deleted_at_start(fresh: BrokerThr
     assert fresh.broker.logs.get_log(T, 0).log_end_offset == 20
 
 
-def test_62_log_end_below_checkpointed_log_start_leaves_empty_log_at_start(fresh: BrokerThread) -> None:
+def test_log_end_below_checkpointed_log_start_leaves_empty_log_at_start(fresh: BrokerThread) -> None:
     send(fresh, *(B(P, 0, s) for s in range(10)))
     with RawClient(fresh.bootstrap) as c:
         assert delete_records(c, T, 4).low_watermark == 4

@@ -22,7 +22,7 @@ from minikafka.storage.batch import INT32_MAX, TRANSACTIONAL_FLAG
 from minikafka.storage.producer_state import BatchMetadata, ProducerStateManager
 from tests.producer_state_helpers import DAY_MS, NOW, Clock, P, Partition, Q, header
 
-# Reference §4.3: Kafka's version-1 snapshot of producer 1000, epoch 3, last batch = sequences
+# docs/producer-snapshot-format.md: Kafka's version-1 snapshot of producer 1000, epoch 3, last batch = sequences
 # 7-8 at offsets 0-1, maxTimestamp 1700000000005, no transaction.
 # fmt: off
 KAFKA_V1_EXAMPLE = bytes.fromhex(
@@ -118,7 +118,7 @@ def test_snapshot_round_trip_keeps_full_windows_and_all_fields(log: Partition, c
 def test_retry_of_any_of_last_five_batches_is_duplicate_after_clean_restart(
     log: Partition, tmp_path: Path
 ) -> None:
-    # Scenario 46, minikafka behaviour: Kafka would answer 45 for sequences 0-3 here.
+    # A clean restart, minikafka behaviour (docs/semantics.md#the-whole-window-survives-a-restart): Kafka would answer 45 for sequences 0-3 here.
     for seq in range(5):
         log.produce(P, 0, seq)
     assert log.mgr.take_snapshot() == tmp_path / snap_name(5)  # clean close at the LEO
@@ -130,7 +130,7 @@ def test_retry_of_any_of_last_five_batches_is_duplicate_after_clean_restart(
 
 
 def test_unclean_restart_replays_tail_after_roll_snapshot_and_keeps_window(log: Partition) -> None:
-    # Scenario 47, minikafka behaviour: the retry of sequence 7 is a duplicate, not 45.
+    # An unclean restart after a roll, minikafka behaviour: the retry of sequence 7 is a duplicate, not 45.
     for seq in range(5):
         log.produce(P, 0, seq)
     log.mgr.take_snapshot(fsync=False)  # roll at 5
@@ -193,7 +193,7 @@ def test_kafka_v1_snapshot_is_rewritten_in_minikafka_format(log: Partition, tmp_
 
 
 def test_kafka_v1_entry_without_batch_keeps_only_the_epoch(log: Partition, tmp_path: Path) -> None:
-    # Scenario 25 through a snapshot: epoch 2, last_offset -1 (no batch).
+    # A known epoch without batches (docs/semantics.md#sequences), through a snapshot: epoch 2, last_offset -1 (no batch).
     body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", P, 2, -1, -1, 0, NOW, 7, -1)
     (tmp_path / snap_name(4)).write_bytes(struct.pack(">hI", 1, crc32c(body)) + body)
     log.mgr.truncate_and_reload(0, 4)
@@ -231,7 +231,7 @@ def test_kafka_v1_open_transaction_is_reopened_and_old_entries_expire(log: Parti
 
 
 def two_snapshots(log: Partition) -> Path:
-    """Scenario 48 setup: B(P,0,0) @0, snapshot at 1; B(P,0,1) @1, snapshot at 2."""
+    """Two snapshots to fall back between: B(P,0,0) @0, snapshot at 1; B(P,0,1) @1, snapshot at 2."""
     log.produce(P, 0, 0)
     log.mgr.take_snapshot()
     log.produce(P, 0, 1)
@@ -352,7 +352,7 @@ def test_checksummed_garbage_with_any_count_is_rejected_or_parsed_exactly(count:
 
 
 def test_snapshots_outside_log_range_are_deleted_but_log_start_one_kept(tmp_path: Path, clock: Clock) -> None:
-    # Scenario 52, with minikafka's choice: the snapshot AT the log start offset stays.
+    # Snapshots out of the log's range (docs/semantics.md#snapshot-retention), with minikafka's choice: the snapshot AT the log start offset stays.
     log = Partition(tmp_path, clock, max_snapshots=10)
     log.mgr.take_snapshot()  # at 0, below the log start below
     for seq in range(5):
@@ -368,7 +368,7 @@ def test_snapshots_outside_log_range_are_deleted_but_log_start_one_kept(tmp_path
 
 
 def test_snapshot_at_log_start_keeps_producers_whose_batches_were_deleted(log: Partition) -> None:
-    # Scenario 55, minikafka behaviour: Kafka forgets P after an unclean restart and writes
+    # A producer only in deleted segments, minikafka behaviour (docs/semantics.md#producers-of-deleted-segments-are-kept): Kafka forgets P after an unclean restart and writes
     # B(P,0,0) a second time; minikafka still answers it as a duplicate.
     log.produce(P, 0, 0)
     log.mgr.take_snapshot(fsync=False)  # roll at 1
@@ -386,7 +386,7 @@ def test_stray_snapshots_removed_except_newest_above_segments(tmp_path: Path) ->
     mgr = ProducerStateManager(tmp_path, now_ms=Clock())
     for offset in (2, 5, 42):
         mgr.take_snapshot(offset, fsync=False)
-    mgr.remove_stray_snapshots([5])  # scenario 51 A
+    mgr.remove_stray_snapshots([5])  # the clean-shutdown snapshot above every segment base stays
     assert mgr.snapshot_offsets() == [5, 42]
 
 
@@ -394,7 +394,7 @@ def test_all_stray_snapshots_removed_when_none_is_above_segments(tmp_path: Path)
     mgr = ProducerStateManager(tmp_path, now_ms=Clock())
     for offset in (2, 5, 42):
         mgr.take_snapshot(offset, fsync=False)
-    mgr.remove_stray_snapshots([42])  # scenario 51 B
+    mgr.remove_stray_snapshots([42])  # no snapshot above the segment bases: only those at a base stay
     assert mgr.snapshot_offsets() == [42]
 
 

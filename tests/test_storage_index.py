@@ -1,4 +1,4 @@
-"""The .index and .timeindex formats and the index.interval.bytes rule (reference §6.3-6.5)."""
+"""The .index and .timeindex formats and the index.interval.bytes rule (docs/semantics.md#indexes)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_time_index_load_rejects_decreasing_timestamps(tmp_path: Path) -> None:
 
 
 def _expected_entries(sizes: list[int], counts: list[int], interval: int) -> list[tuple[int, int]]:
-    """Reference §6.4 written out: an entry (last offset, position) when more than ``interval``
+    """docs/semantics.md#index-interval written out: an entry (last offset, position) when more than ``interval``
     bytes were appended since the last entry, counter reset, then the batch size added."""
     entries, since, pos, offset = [], 0, 0, 0
     for size, count in zip(sizes, counts, strict=True):

@@ -1,4 +1,4 @@
-"""PartitionLog: append checks and offsets, reads, timestamps, roll, retention, flush (reference §1.6-1.7, §6)."""
+"""PartitionLog: append checks and offsets, reads, timestamps, roll, retention, flush (docs/semantics.md#append-rules, docs/semantics.md#offset-assignment, docs/semantics.md#on-disk-layout)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_on_append_is_called_after_each_successful_append_only(plog: PartitionLo
     assert seen == [2, 3]
 
 
-# ---------------------------------------------------------------------- validation (reference §1.6)
+# ---------------------------------------------------------------------- validation (docs/semantics.md#append-rules)
 
 
 def test_nonzero_base_offset_is_invalid_record(plog: PartitionLog) -> None:

@@ -1,4 +1,4 @@
-"""LogManager: data-dir identity, catalogue, checkpoints and the clean-shutdown marker (§5.1, §6.7-6.9)."""
+"""LogManager: data-dir identity, catalogue, checkpoints and the clean-shutdown marker (docs/semantics.md#clean-shutdown, docs/semantics.md#metadata-files)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loading a partition after clean and unclean shutdowns (reference §5.2-5.4, scenarios 46-62)."""
+"""Loading a partition after clean and unclean shutdowns (docs/semantics.md#recovery)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> str:
     return "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
 
 
-def test_scenario_56_torn_last_batch_is_cut_and_its_retry_is_appended(
+def test_torn_last_batch_is_cut_and_its_retry_is_appended(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "t-0"
@@ -64,7 +64,7 @@ def test_scenario_56_torn_last_batch_is_cut_and_its_retry_is_appended(
     assert (result.base_offset, result.duplicate) == (4, False)
 
 
-def test_scenario_57_corrupt_batch_in_the_active_segment_cuts_the_log_before_it(
+def test_corrupt_batch_in_the_active_segment_cuts_the_log_before_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "t-0"
@@ -82,7 +82,7 @@ def test_scenario_57_corrupt_batch_in_the_active_segment_cuts_the_log_before_it(
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_scenario_58_garbage_after_the_last_batch_loses_no_record(tmp_path: Path, seed: int) -> None:
+def test_garbage_after_the_last_batch_loses_no_record(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     directory = tmp_path / "t-0"
     plog = open_log(directory, topic_config(index_interval_bytes=200))
@@ -100,7 +100,7 @@ def test_scenario_58_garbage_after_the_last_batch_loses_no_record(tmp_path: Path
     assert sum(1 for b in kafka_batches(original) for _ in b) == 100
 
 
-def test_scenario_59_corruption_in_an_earlier_unflushed_segment_deletes_the_later_ones(
+def test_corruption_in_an_earlier_unflushed_segment_deletes_the_later_ones(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "t-0"
@@ -122,7 +122,7 @@ def test_scenario_59_corruption_in_an_earlier_unflushed_segment_deletes_the_late
     assert plog.append_from_client(make_batch(P, 0, 150)).base_offset == 150
 
 
-def test_scenario_60_missing_offset_index_after_clean_shutdown_is_rebuilt_identically(
+def test_missing_offset_index_after_clean_shutdown_is_rebuilt_identically(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "t-0"
@@ -142,7 +142,7 @@ def test_scenario_60_missing_offset_index_after_clean_shutdown_is_rebuilt_identi
     assert bytes(plog.read(0, 1 << 20)) == data and plog.log_end_offset == 45
 
 
-def test_scenario_61_clean_shutdown_skips_re_validation(tmp_path: Path) -> None:
+def test_clean_shutdown_skips_re_validation(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     plog = open_log(directory)
     _singles(plog, 0, 20)
@@ -155,7 +155,7 @@ def test_scenario_61_clean_shutdown_skips_re_validation(tmp_path: Path) -> None:
     assert plog.log_end_offset == 5  # the same damage is found once recovery runs
 
 
-def test_scenario_62_log_end_below_checkpointed_log_start_leaves_one_empty_segment_there(
+def test_log_end_below_checkpointed_log_start_leaves_one_empty_segment_there(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "t-0"
@@ -173,7 +173,7 @@ def test_scenario_62_log_end_below_checkpointed_log_start_leaves_one_empty_segme
 
 
 def test_unclean_restart_after_a_roll_rebuilds_producers_from_the_roll_snapshot(tmp_path: Path) -> None:
-    """Scenario 47 in minikafka's form: the whole window of five batches survives."""
+    """An unclean restart after a roll, in minikafka's form: the whole window of five batches survives."""
     directory = tmp_path / "t-0"
     plog = open_log(directory)
     _singles(plog, 0, 5)
@@ -190,7 +190,7 @@ def test_unclean_restart_after_a_roll_rebuilds_producers_from_the_roll_snapshot(
     assert plog.append_from_client(make_batch(P, 0, 10)).base_offset == 10
 
 
-def test_scenario_53_unclean_restart_without_snapshots_rebuilds_producers_from_the_log(tmp_path: Path) -> None:
+def test_unclean_restart_without_snapshots_rebuilds_producers_from_the_log(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     plog = open_log(directory, topic_config(segment_bytes=600))
     _singles(plog, 0, 12)
@@ -205,7 +205,7 @@ def test_scenario_53_unclean_restart_without_snapshots_rebuilds_producers_from_t
 
 
 def test_clean_restart_without_snapshots_replays_the_log_instead_of_forgetting_producers(tmp_path: Path) -> None:
-    """Deliberately not Kafka's shortcut (scenario 54): producers are rebuilt from the log."""
+    """Deliberately not Kafka's shortcut (docs/semantics.md#no-shortcut-for-a-clean-start-without-snapshots): producers are rebuilt from the log."""
     directory = tmp_path / "t-0"
     plog = open_log(directory)
     _singles(plog, 0, 5)

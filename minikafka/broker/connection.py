@@ -1,7 +1,7 @@
 """One client connection: frames in, responses out, strictly in arrival order.
 
 Kafka mutes a connection while one of its requests is in progress, so pipelined requests are
-handled one after another (reference §0.1 rule 9). Here the same falls out of a single loop per
+handled one after another (docs/semantics.md#request-order). Here the same falls out of a single loop per
 connection: take a frame, handle it to completion, queue its response, take the next.
 Different connections run concurrently on the event loop and take turns, one request each.
 

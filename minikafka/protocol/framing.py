@@ -1,4 +1,4 @@
-"""Size-prefixed frames: ``int32 size`` then ``size`` bytes (reference §2.1).
+"""Size-prefixed frames: ``int32 size`` then ``size`` bytes (docs/semantics.md#framing).
 
 :class:`FrameReader` is the read side of a client connection: an asyncio ``BufferedProtocol``,
 so the event loop reads the socket straight into a buffer of ours instead of handing over a new

@@ -1,4 +1,4 @@
-"""Request header v1/v2 parsing (reference §2.1); response headers: :func:`minikafka.protocol.fast.frame_head`.
+"""Request header v1/v2 parsing (docs/semantics.md#framing); response headers: :func:`minikafka.protocol.fast.frame_head`.
 
 Parsed by hand rather than through the codec: the header must be read before the API and its
 flexibility are known, and this is the hottest few bytes of every request.

@@ -133,7 +133,7 @@ def _replace_bad_utf8(arr: pa.Array) -> pa.Array:
 
 
 def _sequences(fields: BatchFields, batch: np.ndarray, offset_delta: np.ndarray) -> np.ndarray:
-    """Per-record sequence: base sequence + offset delta, wrapping past INT32_MAX to 0 (§1.5)."""
+    """Per-record sequence: base sequence + offset delta, wrapping past INT32_MAX to 0 (docs/semantics.md#sequence-arithmetic)."""
     base = fields.base_sequence[batch]
     seq = base + offset_delta
     seq = np.where(seq > INT32_MAX, seq - INT32_MAX - 1, seq)

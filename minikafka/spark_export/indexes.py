@@ -1,4 +1,4 @@
-"""Read-only views of a segment's ``.index`` and ``.timeindex`` (reference §6.3-6.5).
+"""Read-only views of a segment's ``.index`` and ``.timeindex`` (docs/semantics.md#indexes).
 
 The indexes only ever serve as hints for where to start reading: every position taken from them
 is checked against the batch header found there before it is trusted, and a missing or damaged

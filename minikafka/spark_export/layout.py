@@ -1,6 +1,6 @@
 """Kafka's log directory layout, read-only: which partitions and segments a data dir holds.
 
-The same code reads a minikafka data dir and a Kafka broker's own log dir (reference §6.1): one
+The same code reads a minikafka data dir and a Kafka broker's own log dir (docs/semantics.md#on-disk-layout): one
 directory ``<topic>-<partition>`` per partition, holding ``<20-digit base offset>.log`` segments
 with their ``.index`` and ``.timeindex``. Everything else (snapshots, checkpoints, ``-delete`` and
 ``-future`` directories, ``meta.properties``, ``minikafka-topics.json``) is ignored. File sizes are

@@ -1,4 +1,4 @@
-"""Decode the records of many batches at once into numpy columns (reference §1.4).
+"""Decode the records of many batches at once into numpy columns (docs/semantics.md#records).
 
 Records are variable-length and their fields are zig-zag varints, so the only inherently
 sequential step is finding where each record starts: one short Python loop reads the leading

@@ -1,7 +1,7 @@
 """RecordBatch v2 (magic 2) read by its 61-byte header only.
 
 The produce path never decodes records: everything the broker needs (offsets, sequences,
-producer id and epoch, timestamps, CRC) lives in the header. Layout (reference §1.1)::
+producer id and epoch, timestamps, CRC) lives in the header. Layout (docs/semantics.md#batch-header)::
 
     0  baseOffset int64          27 baseTimestamp int64
     8  batchLength int32         35 maxTimestamp int64
@@ -112,7 +112,7 @@ class BatchHeader:
 
 
 def last_sequence(base_sequence: int, delta: int) -> int:
-    """Sequence of the last record, wrapping at INT32_MAX to 0 (reference §1.5)."""
+    """Sequence of the last record, wrapping at INT32_MAX to 0 (docs/semantics.md#sequence-arithmetic)."""
     if base_sequence == NO_SEQUENCE:
         return NO_SEQUENCE
     if base_sequence > INT32_MAX - delta:

@@ -1,4 +1,4 @@
-"""Small metadata files of a data directory, in Kafka's formats (reference §6.7-6.9).
+"""Small metadata files of a data directory, in Kafka's formats (docs/semantics.md#metadata-files).
 
 * ``recovery-point-offset-checkpoint`` / ``log-start-offset-checkpoint``: ``0``, entry count, then
   ``<topic> <partition> <offset>`` lines;

@@ -1,6 +1,6 @@
 """The two per-segment indexes, ``.index`` and ``.timeindex``, in Kafka's on-disk format.
 
-Both files are arrays of fixed-size big-endian entries with no header (reference §6.3, §6.5):
+Both files are arrays of fixed-size big-endian entries with no header (docs/semantics.md#indexes):
 
 * offset index: ``relative offset int32, position int32`` (8 bytes) — the last offset of a batch and
   the file position where that batch starts;

@@ -1,9 +1,9 @@
 """One partition's log: its segments, offsets, producer state, and the checks of a client append.
 
 A :class:`PartitionLog` owns the partition directory ``<topic>-<n>``. Appends from clients go through
-Kafka's log-level validation (reference §1.6 steps 7-17) and offset assignment (§1.7) without decoding
+Kafka's log-level validation (docs/semantics.md#append-rules, steps 7-17) and offset assignment (docs/semantics.md#offset-assignment) without decoding
 records (unless the topic asks for timestamp bounds or compaction); reads return whole batches straight
-from the ``.log`` files. Loading a log after a restart follows reference §5.2-5.4, logging every repair.
+from the ``.log`` files. Loading a log after a restart follows docs/semantics.md#recovery, logging every repair.
 
 Threading: everything runs on the broker's event loop except :meth:`PartitionLog.flush`, which may be
 called from a worker thread (fsync is slow). ``flush`` only touches duplicated file descriptors and a
@@ -197,7 +197,7 @@ class PartitionLog:
         """Open (creating if missing) and load the partition in ``directory``.
 
         ``log_start_offset`` and ``recovery_point`` come from the directory's checkpoint files;
-        ``clean`` says whether the last shutdown was clean (reference §5.1)."""
+        ``clean`` says whether the last shutdown was clean (docs/semantics.md#clean-shutdown)."""
         plog = cls(topic, partition, Path(directory), config, now_ms=now_ms,
                    producer_expiration_ms=producer_expiration_ms, producer_max_entries=producer_max_entries)
         plog._load(clean, max(0, log_start_offset), max(0, recovery_point))
@@ -347,7 +347,7 @@ class PartitionLog:
         return segments
 
     def _load_producer_state(self, rebuilt: set[int]) -> None:
-        """Reference §5.4, except the shortcut of step 1: a log with no snapshot at all is replayed
+        """Kafka's rebuild (docs/semantics.md#producer-state-rebuild), except its shortcut: a log with no snapshot at all is replayed
         from its start even after a clean shutdown, so minikafka never forgets producers whose
         snapshots were lost.
 
@@ -595,7 +595,7 @@ class PartitionLog:
         return self.producer_state.expire(now_ms)
 
     def _check_records(self, batch: bytearray | memoryview, header: BatchHeader, now_ms: int) -> None:
-        """Record-level checks of reference §1.6 step 13 (timestamps, LogAppendTime bit, null keys)."""
+        """Record-level checks of docs/semantics.md#record-checks, step 13 (timestamps, LogAppendTime bit, null keys)."""
         s = self._settings
         if header.is_log_append_time:
             # Every record of such a batch reads as the batch maxTimestamp.

@@ -1,6 +1,6 @@
 """The data directory: identity, topic catalogue, checkpoints and one PartitionLog per partition.
 
-Layout (Kafka's, reference §6.1, plus one minikafka file)::
+Layout (Kafka's, docs/semantics.md#on-disk-layout, plus one minikafka file)::
 
     <data-dir>/meta.properties                     version=1, cluster.id, node.id
     <data-dir>/.kafka_cleanshutdown                only between a clean shutdown and the next start

@@ -4,7 +4,7 @@ Ids are reserved in blocks: the end of the current block is written (atomically,
 ``<data-dir>/minikafka-producer-ids`` before any id of the block is handed out, so a restart
 continues after the block. Reusing an id would let a new producer's first batch match an old
 producer's cached ``(epoch 0, seq 0)`` batch and be acknowledged without being written
-(reference §3.10).
+(docs/semantics.md#producer-ids).
 """
 
 from __future__ import annotations

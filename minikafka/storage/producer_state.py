@@ -2,7 +2,7 @@
 
 For every producer id that wrote to the partition, minikafka remembers its epoch and its last
 five batches (sequence range, offsets, max timestamp). Before a client batch is written,
-:meth:`ProducerStateManager.check` decides, in Kafka's order (reference §3.2), whether it is a
+:meth:`ProducerStateManager.check` decides, in Kafka's order (docs/semantics.md#producer-check-order), whether it is a
 duplicate of one of those batches (answered with the original offsets, nothing written), a
 fenced zombie (47), out of sequence (45), or new data. After the write,
 :meth:`ProducerStateManager.update` records it.
@@ -14,7 +14,7 @@ COMMIT/ABORT marker (:meth:`ProducerStateManager.apply_marker`, checked first by
 (:meth:`ProducerStateManager.first_unstable_offset`) bounds what read_committed consumers see.
 Producers with an open transaction never expire.
 
-Two things go beyond Kafka on purpose (reference, top section):
+Two things go beyond Kafka on purpose (docs/semantics.md#differences):
 
 * snapshots keep the whole window, so a retry of any of the last five batches is still
   recognised after a restart;
@@ -376,7 +376,7 @@ class ProducerStateManager:
         return path
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
-        """Drop out-of-range snapshots and load the newest valid one (reference §4.4, §4.5, §5.4).
+        """Drop out-of-range snapshots and load the newest valid one (docs/semantics.md#snapshot-retention, docs/semantics.md#snapshot-loading, docs/semantics.md#producer-state-rebuild).
 
         Snapshots above the log end or below the log start are deleted. Unlike Kafka, the one
         exactly at the log start is kept: it describes the state at that offset and the log
@@ -441,7 +441,7 @@ class ProducerStateManager:
     def remove_stray_snapshots(self, segment_base_offsets: list[int]) -> None:
         """Delete snapshots not at a segment base, except the newest if above every base.
 
-        That newest one is the snapshot a clean shutdown left at the log end (reference §4.4).
+        That newest one is the snapshot a clean shutdown left at the log end (docs/semantics.md#snapshot-retention).
         """
         bases = set(segment_base_offsets)
         strays = [o for o in snapshots.list_snapshot_offsets(self.partition_dir) if o not in bases]

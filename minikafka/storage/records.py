@@ -2,7 +2,7 @@
 
 The append path never comes here with default topic settings. Records are decoded only for
 timestamp lookups (ListOffsets), for topics with finite ``message.timestamp.*.max.ms`` bounds and
-for the null-key check of compacted topics. Layout and rejection rules: reference §1.4.
+for the null-key check of compacted topics. Layout and rejection rules: docs/semantics.md#records.
 """
 
 from __future__ import annotations

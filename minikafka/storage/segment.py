@@ -1,4 +1,4 @@
-"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex`` (reference §6.2-6.6).
+"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex`` (docs/semantics.md#on-disk-layout).
 Its ``.txnindex`` of aborted transactions is :mod:`minikafka.storage.txn_index`.
 
 The ``.log`` file is record batches back to back, exactly as assigned by the leader. A segment holds
@@ -68,7 +68,7 @@ class LogSegment:
         #: largest batch maxTimestamp so far and the last offset of the batch that carried it
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
-        #: maxTimestamp of the first batch: segment.ms is measured from it (reference §6.6)
+        #: maxTimestamp of the first batch: segment.ms is measured from it (docs/semantics.md#segment-roll)
         self.first_batch_timestamp: int | None = None
         self.created_ms = now_ms
         self.bytes_since_last_index_entry = 0
@@ -148,7 +148,7 @@ class LogSegment:
 
     def should_roll(self, batch_size: int, last_offset: int, max_timestamp: int, now_ms: int,
                     segment_bytes: int, segment_ms: int) -> str | None:
-        """Why the incoming batch must go into a new segment (reference §6.6), or None."""
+        """Why the incoming batch must go into a new segment (docs/semantics.md#segment-roll), or None."""
         if self.size == 0:
             return None
         if self.size + batch_size > segment_bytes:
@@ -183,7 +183,7 @@ class LogSegment:
         self._index_batch(pos, header)
 
     def _index_batch(self, pos: int, header: BatchHeader) -> None:
-        """Account for a batch at ``pos``: Kafka's index.interval.bytes rule (reference §6.4),
+        """Account for a batch at ``pos``: Kafka's index.interval.bytes rule (docs/semantics.md#index-interval),
         shared by appends and recovery so that rebuilt indexes equal written ones."""
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = header.max_timestamp
@@ -246,7 +246,7 @@ class LogSegment:
     # ------------------------------------------------------------------ recovery
 
     def recover(self) -> tuple[int, str | None]:
-        """Re-validate every batch (header and CRC-32C) and rebuild both indexes (reference §5.3).
+        """Re-validate every batch (header and CRC-32C) and rebuild both indexes (docs/semantics.md#segment-recovery).
 
         The file is cut at the first torn or invalid batch. Returns ``(bytes cut, reason)``. The
         aborted-transaction index is emptied: the log rebuilds it by replaying the segment's markers."""

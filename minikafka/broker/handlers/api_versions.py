@@ -1,4 +1,4 @@
-"""ApiVersions (key 18): what this broker speaks, with the KIP-511 fallback (reference §2.4)."""
+"""ApiVersions (key 18): what this broker speaks, with the KIP-511 fallback (docs/semantics.md#api-versions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Metadata (key 3): brokers, cluster id, controller, topics and partitions (reference §2.5).
+"""Metadata (key 3): brokers, cluster id, controller, topics and partitions (docs/semantics.md#metadata).
 
 A single node is every partition's leader, its only replica and the controller. Unknown topics
 are auto-created here (never by Produce) when both the broker setting and the request allow it.

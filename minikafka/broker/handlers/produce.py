@@ -1,4 +1,4 @@
-"""Produce (key 0): request-level checks, then one append per partition (reference §1.6, §2.2).
+"""Produce (key 0): request-level checks, then one append per partition (docs/semantics.md#append-rules, docs/semantics.md#produce-responses).
 
 The record bytes are handled by their batch header only. Request-level rules (one complete
 v2 batch per partition, zstd needs v7+, acks, internal topics, transactional batches) are
@@ -28,7 +28,7 @@ from minikafka.storage.batch import (
 
 log = logging.getLogger("minikafka.produce")
 
-#: Errors for which Kafka reports log_start_offset -1 (reference §2.2 table).
+#: Errors for which Kafka reports log_start_offset -1 (docs/semantics.md#produce-responses).
 _NO_LOG_START = frozenset(
     {
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
