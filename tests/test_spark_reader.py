@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 
 import cramjam
+import numpy as np
 import pytest
 
 from minikafka.spark_export.arrow_build import arrow_schema
@@ -120,7 +121,7 @@ def test_truncated_compressed_stream_is_a_codec_error():
 # -- record decoding --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("walk", ["python", "lockstep"])
+@pytest.mark.parametrize("walk", ["python", "lockstep", "uniform"])
 def test_decoder_matches_kafka_python_on_random_batches(walk):
     from kafka.record.default_records import DefaultRecordBatch
 
@@ -152,6 +153,31 @@ def test_decoder_matches_kafka_python_on_random_batches(walk):
     assert got == expected
 
 
+def test_batches_of_same_size_records_decode_as_the_record_walk_does():
+    rng = random.Random(5)
+    sections, counts = [], []
+    for b in range(12):
+        n = rng.randint(2, 40)
+        if b % 3 == 2:  # sizes vary: these batches are walked
+            recs = random_records(rng, n, T0)
+        else:  # one key and value size per batch, contents and header values differ
+            size = rng.randint(0, 300)
+            recs = [(b"k%03d" % i, rng.randbytes(size), T0 + i, [("h", rng.randbytes(3))]) for i in range(n)]
+        sections.append(bytes(build_batch(recs))[61:])
+        counts.append(n)
+    walked = decode_records(sections, counts, walk="python")
+    proven = decode_records(sections, counts, walk="uniform")
+    for name in walked.__slots__:
+        assert np.array_equal(getattr(walked, name), getattr(proven, name)), name
+    # a same-size guess that a record's length varint contradicts is not taken
+    tampered = bytearray(sections[0])
+    stride = len(tampered) // counts[0]
+    tampered[stride] ^= 0x02  # the second record claims one byte more or less
+    with pytest.raises(RecordFormatError) as info:
+        decode_records([bytes(tampered), *sections[1:]], counts, walk="uniform")
+    assert info.value.batch == 0
+
+
 def test_timestamp_deltas_are_decoded_including_negative_ones():
     recs = [(b"k", b"v", T0 + d, []) for d in (0, -5, 100000, 3, -(1 << 40))]
     batch = bytes(build_batch(recs))
@@ -160,7 +186,7 @@ def test_timestamp_deltas_are_decoded_including_negative_ones():
     assert [header.base_timestamp + int(d) for d in cols.timestamp_delta] == [r[2] for r in recs]
 
 
-@pytest.mark.parametrize("walk", ["python", "lockstep"])
+@pytest.mark.parametrize("walk", ["python", "lockstep", "uniform"])
 @pytest.mark.parametrize("damage", ["short", "long", "count", "negative"])
 def test_malformed_records_name_the_bad_batch(damage, walk):
     good = bytes(build_batch([(b"k", b"value", T0, [])] * 3))[61:]
@@ -179,7 +205,7 @@ def test_malformed_records_name_the_bad_batch(damage, walk):
     assert info.value.batch == 1
 
 
-@pytest.mark.parametrize("walk", ["python", "lockstep"])
+@pytest.mark.parametrize("walk", ["python", "lockstep", "uniform"])
 def test_random_damage_to_records_never_escapes_as_anything_but_a_format_error(walk):
     rng = random.Random(walk)
     batches = [bytes(build_batch(random_records(rng, rng.randint(1, 12), T0))) for _ in range(4)]

@@ -149,8 +149,65 @@ def _walk_lockstep(data: np.ndarray, section_start: np.ndarray, section_end: np.
     return out
 
 
-def _varints(data: np.ndarray, pos: np.ndarray, max_bytes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Zig-zag varints starting at every ``pos``: (values, encoded sizes)."""
+#: Rounds of :func:`_stride_starts` before the batches still unproven are left to a walk.
+_STRIDE_ROUNDS = 8
+
+
+def _stride_starts(data: np.ndarray, begins: np.ndarray, ends: np.ndarray, counts: np.ndarray,
+                   rec_batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Record starts of batches made of runs of same-size records, found without a walk.
+
+    Records of one producer often have one size, or a few sizes in long runs (the offset and
+    timestamp deltas grow a byte now and then). Each round guesses, for every batch at once, that
+    the records from a known start on all have the size of the record there, and checks every guess
+    at once: a guessed start is proven when all records before it (from the known start) hold a
+    length varint that ends exactly at the next guess. The first guess that fails is itself proven
+    (the record before it ends there) and becomes the next round's known start. A batch is done when
+    its last record ends exactly at the end of its records. Returns ``(starts, proven)``: starts are
+    meaningful for records of batches where ``proven`` (per batch) is True; the others need a walk.
+    """
+    nbatches = len(counts)
+    first = np.zeros(nbatches, dtype=np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    starts = np.zeros(len(rec_batch), dtype=np.int64)
+    proven = np.zeros(nbatches, dtype=bool)
+    pos = begins.copy()
+    done = np.zeros(nbatches, dtype=np.int64)
+    active = np.flatnonzero(counts > 0)
+    for _ in range(_STRIDE_ROUNDS):
+        if not len(active):
+            break
+        active = active[pos[active] < ends[active]]
+        length, size = _varints(data, pos[active], _VARINT_MAX, lenient=True)
+        active = active[length >= 0]
+        stride = (length + size)[length >= 0]
+        remaining = counts[active] - done[active]
+        lane = np.repeat(np.arange(len(active)), remaining)
+        lane_first = np.zeros(len(active), dtype=np.int64)
+        np.cumsum(remaining[:-1], out=lane_first[1:])
+        k = np.arange(len(lane), dtype=np.int64) - lane_first[lane]
+        guess = pos[active][lane] + k * stride[lane]
+        inside = guess < ends[active][lane]
+        glen, gsize = _varints(data, np.where(inside, guess, 0), _VARINT_MAX, lenient=True)
+        match = inside & (glen >= 0) & (glen + gsize == stride[lane])
+        run = remaining.copy()  # per batch: how many guesses hold before the first that fails
+        misses = np.flatnonzero(~match)
+        missed_lanes, at = np.unique(lane[misses], return_index=True)
+        run[missed_lanes] = k[misses[at]]
+        take = k < run[lane]
+        starts[(first[active] + done[active])[lane[take]] + k[take]] = guess[take]
+        pos[active] += run * stride
+        done[active] += run
+        finished = done[active] == counts[active]
+        proven[active[finished]] = pos[active[finished]] == ends[active[finished]]
+        active = active[~finished & (run > 0)]
+    return starts, proven
+
+
+def _varints(data: np.ndarray, pos: np.ndarray, max_bytes: int,
+             lenient: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Zig-zag varints starting at every ``pos``: (values, encoded sizes). A varint longer than
+    ``max_bytes`` raises, or with ``lenient`` (positions that are only guesses) reads as -1."""
     first = data[pos]
     raw = (first & 0x7F).astype(np.uint64)
     size = np.ones(len(pos), dtype=np.int64)
@@ -158,13 +215,16 @@ def _varints(data: np.ndarray, pos: np.ndarray, max_bytes: int) -> tuple[np.ndar
     shift = 7
     while len(more):
         if shift >= 7 * max_bytes:
-            raise RecordFormatError(f"varint longer than {max_bytes} bytes")
+            if not lenient:
+                raise RecordFormatError(f"varint longer than {max_bytes} bytes")
+            break
         byte = data[pos[more] + size[more]]
         raw[more] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
         size[more] += 1
         more = more[(byte & 0x80) != 0]
         shift += 7
     values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
+    values[more] = -1  # empty unless lenient gave up on over-long varints
     return values, size
 
 
@@ -183,7 +243,8 @@ def decode_records(sections: list[Buffer], counts: list[int], walk: str = "auto"
     """Decode ``counts[i]`` records from each records section ``sections[i]``.
 
     ``walk`` picks how record starts are found: ``python`` (a loop over records), ``lockstep``
-    (numpy rounds over batches) or ``auto`` (whichever the cost estimate favours).
+    (numpy rounds over batches), ``uniform`` (batches made of runs of same-size records proven with
+    numpy, a loop over the others) or ``auto`` (``uniform``, then whichever the cost estimate favours for the rest).
     """
     nbatches = len(sections)
     joined = b"".join([*sections, bytes(PADDING)])
@@ -201,6 +262,13 @@ def decode_records(sections: list[Buffer], counts: list[int], walk: str = "auto"
     if total == 0:
         return _decode_fields(data, np.zeros(0, dtype=np.int64), rec_batch)
 
+    proven = np.zeros(nbatches, dtype=bool)
+    if walk in ("auto", "uniform"):
+        # Producers often write records of one size, or of a few sizes in long runs.
+        start, proven = _stride_starts(data, begins, ends, count_arr, rec_batch)
+        if proven.all():
+            return _decode_fields(data, start, rec_batch)
+        walk = "python" if walk == "uniform" else walk
     if walk == "auto":
         walk = "lockstep" if int(count_arr.max()) * _LOCKSTEP_ROUND_COST < total * _WALK_RECORD_COST else "python"
     if walk == "lockstep":
@@ -211,6 +279,9 @@ def decode_records(sections: list[Buffer], counts: list[int], walk: str = "auto"
     expected = np.cumsum(count_arr).tolist()
     for i in range(nbatches):
         count, pos, end = counts[i], int(begins[i]), int(ends[i])
+        if proven[i]:
+            starts.extend(start[expected[i] - count : expected[i]].tolist())
+            continue
         try:
             stop = _walk(joined, pos, end, count, starts) if count else pos
         except IndexError:
