@@ -179,17 +179,22 @@ def _stride_starts(data: np.ndarray, begins: np.ndarray, ends: np.ndarray, count
             break
         active = active[pos[active] < ends[active]]
         length, size = _varints(data, pos[active], _VARINT_MAX, lenient=True)
-        active = active[length >= 0]
-        stride = (length + size)[length >= 0]
+        active, length, size = active[length >= 0], length[length >= 0], size[length >= 0]
+        if not len(active):
+            break
+        stride = length + size
         remaining = counts[active] - done[active]
         lane = np.repeat(np.arange(len(active)), remaining)
         lane_first = np.zeros(len(active), dtype=np.int64)
         np.cumsum(remaining[:-1], out=lane_first[1:])
         k = np.arange(len(lane), dtype=np.int64) - lane_first[lane]
         guess = pos[active][lane] + k * stride[lane]
-        inside = guess < ends[active][lane]
-        glen, gsize = _varints(data, np.where(inside, guess, 0), _VARINT_MAX, lenient=True)
-        match = inside & (glen >= 0) & (glen + gsize == stride[lane])
+        # A guess holds when its length varint is the known start's, byte for byte.
+        match = guess < ends[active][lane]
+        guess_at = np.where(match, guess, 0)
+        lane_size = size[lane]
+        for j in range(int(size.max())):
+            match &= (lane_size <= j) | (data[guess_at + j] == data[pos[active] + j][lane])
         run = remaining.copy()  # per batch: how many guesses hold before the first that fails
         misses = np.flatnonzero(~match)
         missed_lanes, at = np.unique(lane[misses], return_index=True)
