@@ -86,8 +86,8 @@ def slices_array(typ: pa.DataType, data: pa.Buffer, pos: np.ndarray, length: np.
     bounds[0::2] = pos
     bounds[1::2] = ends
     interleaved = pa.Array.from_buffers(typ, 2 * n - 1, [None, pa.py_buffer(bounds), data])
-    # ``take`` of the even elements copies the same bytes as a ``filter`` dropping the odd ones,
-    # about 30% faster (no per-element test of an alternating mask).
+    # ``take`` of the even elements copies the same bytes as a ``filter`` dropping the odd ones;
+    # for 1 KiB values it is about 30% faster (no per-element test of an alternating mask).
     packed = interleaved.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int32)))
     validity, nulls = _validity(valid)
     if nulls == 0:
