@@ -3,7 +3,7 @@
 A :class:`PartitionLog` owns the partition directory ``<topic>-<n>``. Appends from clients go through
 Kafka's log-level validation (docs/semantics.md#append-rules, steps 7-17) and offset assignment (docs/semantics.md#offset-assignment) without decoding
 records (unless the topic asks for timestamp bounds or compaction); reads return whole batches straight
-from the ``.log`` files. Loading a log after a restart follows docs/semantics.md#recovery, logging every repair.
+from the ``.log`` files. Loading a log after a restart (:mod:`.log_loader`) follows docs/semantics.md#recovery, logging every repair.
 
 Threading: everything runs on the broker's event loop except :meth:`PartitionLog.flush`, which may be
 called from a worker thread (fsync is slow). ``flush`` only touches duplicated file descriptors and a
@@ -17,7 +17,7 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,20 +38,16 @@ from .batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from .control import Marker, build_marker, parse_marker
-from .disk_format import SEGMENT_INDEX_SUFFIXES, SEGMENT_LOG_NAME
+from .control import Marker, build_marker
+from .log_loader import load
 from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateEntry, ProducerStateManager
 from .recompress import TOPIC_CODECS, recompress
 from .records import decode_records
 from .segment import LogSegment, offset_file_name
-from .swap import complete_interrupted_swaps
 from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_NAME = SEGMENT_LOG_NAME
-_INDEX_SUFFIXES = SEGMENT_INDEX_SUFFIXES
-_TEMP_SUFFIXES = (".deleted", ".cleaned", ".swap")
 _INT64 = struct.Struct(">q")
 _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
@@ -200,210 +196,12 @@ class PartitionLog:
         ``clean`` says whether the last shutdown was clean (docs/semantics.md#clean-shutdown)."""
         plog = cls(topic, partition, Path(directory), config, now_ms=now_ms,
                    producer_expiration_ms=producer_expiration_ms, producer_max_entries=producer_max_entries)
-        plog._load(clean, max(0, log_start_offset), max(0, recovery_point))
+        load(plog, clean, max(0, log_start_offset), max(0, recovery_point))
         return plog
-
-    def _close_quietly(self, segments: list[LogSegment]) -> None:
-        for seg in segments:
-            try:
-                seg.close()
-            except OSError:
-                pass
-
-    def _load(self, clean: bool, checkpoint_start: int, checkpoint_recovery: int) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        now = self._now_ms()
-        self._remove_temporary_files()
-        bases = self._segment_bases_on_disk()
-        recovered: set[int] = set()
-        segments: list[LogSegment] = []
-        try:
-            self._open_and_recover(bases, segments, recovered, clean, checkpoint_recovery, now)
-        except BaseException:
-            self._close_quietly(segments)
-            raise
-        segments = self._drop_overlapping(segments)
-        self._finish_load(segments, bases, recovered, clean, checkpoint_start, checkpoint_recovery, now)
-
-    def _open_and_recover(self, bases: list[int], segments: list[LogSegment], recovered: set[int],
-                          clean: bool, checkpoint_recovery: int, now: int) -> None:
-        """Open every segment, rebuilding those with unusable indexes, then (after an unclean
-        shutdown) re-validate from the recovery point on. Fills ``segments`` and ``recovered``."""
-        s = self._settings
-        # After a crash every segment from the one holding the recovery point on is re-validated.
-        first_unflushed = max(0, bisect.bisect_right(bases, checkpoint_recovery) - 1) if not clean else len(bases)
-        for i, base in enumerate(bases):
-            seg, reason = LogSegment.open(self.dir, base, s.index_max_bytes, s.index_interval_bytes, now,
-                                          revalidate=i >= first_unflushed)
-            segments.append(seg)
-            if reason is not None:
-                log.warning("%s: rebuilding segment %d: %s", self.name, base, reason)
-                recovered.add(base)
-                if self._recover_segment(seg):
-                    self._delete_files_of_later_segments(bases[i + 1:], f"segment {base} was truncated")
-                    break
-        if not clean and segments:
-            start = max(0, bisect.bisect_right([g.base_offset for g in segments], checkpoint_recovery) - 1)
-            log.info("%s: unclean shutdown, re-validating %d segment(s) from offset %d",
-                     self.name, len(segments) - start, segments[start].base_offset)
-            for i in range(start, len(segments)):
-                seg = segments[i]
-                if seg.base_offset in recovered:
-                    continue
-                recovered.add(seg.base_offset)
-                if self._recover_segment(seg):
-                    for other in segments[i + 1:]:
-                        log.warning("%s: deleting segment %d after the truncated segment %d",
-                                    self.name, other.base_offset, seg.base_offset)
-                        other.delete()
-                    del segments[i + 1:]
-                    break
-
-    def _finish_load(self, segments: list[LogSegment], bases: list[int], recovered: set[int], clean: bool,
-                     checkpoint_start: int, checkpoint_recovery: int, now: int) -> None:
-        s = self._settings
-        end = segments[-1].next_offset if segments else checkpoint_start
-        if segments and end < checkpoint_start:
-            log.warning("%s: log end %d is below the checkpointed log start %d: deleting all segments",
-                        self.name, end, checkpoint_start)
-            for seg in segments:
-                seg.delete()
-            segments = []
-        if not segments:
-            start_at = max(checkpoint_start, 0)
-            if bases:
-                log.info("%s: starting an empty segment at %d", self.name, start_at)
-            segments = [LogSegment.create(self.dir, start_at, s.index_max_bytes, s.index_interval_bytes, now)]
-            recovered.discard(start_at)
-            self._dir_needs_sync = True
-        else:
-            for seg in segments[:-1]:
-                if seg.base_offset in recovered:
-                    seg.save_indexes()
-            segments[-1].make_active(rewrite_indexes=segments[-1].base_offset in recovered)
-        self._segments = segments
-        self._bases = [g.base_offset for g in segments]
-        self.log_end_offset = self.high_watermark = segments[-1].next_offset
-        self.log_start_offset = max(checkpoint_start, segments[0].base_offset)
-        self.recovery_point = self.log_end_offset if clean else min(checkpoint_recovery, self.log_end_offset)
-        self._load_producer_state(recovered.intersection(self._bases))
-
-    def _remove_temporary_files(self) -> None:
-        complete_interrupted_swaps(self.dir, self.name)  # the log cleaner's .cleaned/.swap files
-        for path in self.dir.iterdir():
-            name = path.name
-            if name.endswith(_TEMP_SUFFIXES) or name.endswith((".index.tmp", ".timeindex.tmp")):
-                log.warning("%s: removing leftover file %s", self.name, name)
-                path.unlink(missing_ok=True)
-
-    def _segment_bases_on_disk(self) -> list[int]:
-        bases: list[int] = []
-        names = {p.name for p in self.dir.iterdir()}
-        for name in names:
-            m = _SEGMENT_NAME.match(name)
-            if m:
-                bases.append(int(m.group(1)))
-        for name in names:
-            for suffix in _INDEX_SUFFIXES:
-                if name.endswith(suffix) and name[:20].isdigit() and len(name) == 20 + len(suffix):
-                    if offset_file_name(int(name[:20]), ".log") not in names:
-                        log.warning("%s: deleting index file %s without a .log", self.name, name)
-                        (self.dir / name).unlink(missing_ok=True)
-        return sorted(bases)
-
-    def _recover_segment(self, seg: LogSegment) -> bool:
-        """Recover one segment; True if bytes were cut off (later segments must then go)."""
-        try:
-            truncated, reason = seg.recover()
-        except OSError as e:
-            log.error("%s: cannot read segment %d (%s): emptying it", self.name, seg.base_offset, e)
-            seg.truncate_to_empty()
-            return True
-        if truncated:
-            log.warning("%s: segment %d truncated to %d bytes (end offset %d), %d bytes cut: %s",
-                        self.name, seg.base_offset, seg.size, seg.next_offset, truncated, reason)
-            return True
-        return False
-
-    def _delete_files_of_later_segments(self, bases: list[int], why: str) -> None:
-        for base in bases:
-            log.warning("%s: deleting segment %d: %s", self.name, base, why)
-            for suffix in (".log",) + _INDEX_SUFFIXES:
-                (self.dir / offset_file_name(base, suffix)).unlink(missing_ok=True)
-
-    def _drop_overlapping(self, segments: list[LogSegment]) -> list[LogSegment]:
-        """Segments must not overlap; a gap is only reported (reads skip over it)."""
-        for i in range(len(segments) - 1):
-            cur, nxt = segments[i], segments[i + 1]
-            if cur.next_offset > nxt.base_offset:
-                for other in segments[i + 1:]:
-                    log.warning("%s: deleting segment %d: it overlaps segment %d (ending at %d)",
-                                self.name, other.base_offset, cur.base_offset, cur.next_offset)
-                    other.delete()
-                return segments[: i + 1]
-            if cur.next_offset < nxt.base_offset:
-                log.warning("%s: offsets %d..%d are missing between segments %d and %d", self.name,
-                            cur.next_offset, nxt.base_offset - 1, cur.base_offset, nxt.base_offset)
-        return segments
-
-    def _load_producer_state(self, rebuilt: set[int]) -> None:
-        """Kafka's rebuild (docs/semantics.md#producer-state-rebuild), except its shortcut: a log with no snapshot at all is replayed
-        from its start even after a clean shutdown, so minikafka never forgets producers whose
-        snapshots were lost.
-
-        ``rebuilt`` holds the base offsets of the segments recovered at this load: their
-        aborted-transaction index is written again while their batches are replayed, so the
-        state must be replayed from a snapshot at or before the first of them (later snapshots
-        describe data that recovery may have cut). Other segments keep their index as it is."""
-        ps = ProducerStateManager(self.dir, self._producer_expiration_ms, self._now_ms,
-                                  max_entries=self._producer_max_entries, on_snapshot=self._snapshot_written)
-        self.producer_state = ps
-        ps.remove_stray_snapshots(list(self._bases))
-        ps.truncate_and_reload(self.log_start_offset, self.log_end_offset)
-        # Replay starts at the log start at the earliest; index entries of markers below it are
-        # never read (a fetch starts at or above the log start).
-        rebuild_from = max(min(rebuilt), self.log_start_offset) if rebuilt else None
-        if rebuild_from is not None and ps.map_end_offset > rebuild_from:
-            ps.truncate_and_reload(self.log_start_offset, rebuild_from)
-        start = max(ps.map_end_offset, self.log_start_offset)
-        if start < self.log_end_offset:
-            now = self._now_ms()
-            count = 0
-            for seg, pos, header in self._iter_headers_from(start):
-                self._replay(seg, pos, header, now, seg.base_offset in rebuilt)
-                count += 1
-            log.info("%s: producer state rebuilt from offset %d to %d (%d batches replayed)",
-                     self.name, start, self.log_end_offset, count)
-        if ps.latest_snapshot_offset() != self.log_end_offset:
-            ps.take_snapshot(self.log_end_offset)
 
     def _snapshot_written(self) -> None:
         if self.on_snapshot is not None:
             self.on_snapshot()
-
-    def _replay(self, seg: LogSegment, pos: int, header: BatchHeader, now_ms: int, index: bool) -> None:
-        """Replay one batch of the log into the producer state (markers close transactions, and
-        with ``index`` an ABORT adds its entry to the segment's aborted-transaction index)."""
-        if header.is_control and header.producer_id >= 0:
-            marker = parse_marker(seg.read_batch(pos, header), header)
-            if marker is not None:
-                self._apply_marker(seg, header, marker, now_ms, index)
-                return
-        self.producer_state.update(header, now_ms)
-
-    def _iter_headers_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
-        """Segment, position and header of every batch whose last offset is >= ``offset``."""
-        first = True
-        for seg in self._segments[self._segment_index(offset):]:
-            pos = 0
-            if first:
-                first = False
-                found = seg.find_batch(offset)
-                if found is None:
-                    continue
-                pos = found[0]
-            for bpos, header in seg.iter_headers(pos):
-                yield seg, bpos, header
 
     # ================================================================== appending
 
