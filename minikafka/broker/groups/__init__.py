@@ -1,6 +1,7 @@
 """Consumer groups: Kafka's classic group protocol and durable committed offsets.
 
-:class:`GroupCoordinator` (in :mod:`.coordinator`) is the state machine; :mod:`.group` holds a
+:class:`GroupCoordinator` (in :mod:`.coordinator`) is the state machine, with the committed offsets in
+:mod:`.offsets` and group administration in :mod:`.admin`; :mod:`.group` holds a
 group's members and generation; :mod:`.offset_store` keeps committed offsets and group metadata
 in the internal log ``__consumer_offsets`` with Kafka's record schemas (:mod:`.records`).
 """

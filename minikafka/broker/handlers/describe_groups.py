@@ -11,7 +11,7 @@ from typing import Any
 from kafka.protocol.admin import DescribeGroupsResponse
 
 from minikafka.broker.context import RequestContext
-from minikafka.broker.groups.coordinator import GROUP_OPERATIONS
+from minikafka.broker.groups.admin import GROUP_OPERATIONS
 from minikafka.broker.groups.group import GroupState
 from minikafka.errors import ErrorCode
 

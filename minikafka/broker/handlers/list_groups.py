@@ -7,7 +7,7 @@ from typing import Any
 from kafka.protocol.admin import ListGroupsResponse
 
 from minikafka.broker.context import RequestContext
-from minikafka.broker.groups.coordinator import CLASSIC
+from minikafka.broker.groups.admin import CLASSIC
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
