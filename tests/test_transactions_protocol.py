@@ -195,7 +195,7 @@ def test_epoch_exhaustion_rotates_to_a_new_producer_id(broker: BrokerThread, cli
 def test_add_partitions_writes_ongoing_once(broker: BrokerThread, client: RawClient, txn_id: str) -> None:
     init = init_pid(client, txn_id)
     pid = init.producer_id
-    before = broker.call(lambda: coordinator(broker).broker.clock())
+    before = broker.call(lambda: broker.broker.clock())
     assert add_partitions(client, txn_id, pid, 0, {T: [0, 1]}) == {(T, 0): 0, (T, 1): 0}
     record = txn_records(client, txn_id)[-1]
     assert record.state == S.ONGOING and record.partitions == {(T, 0), (T, 1)} and record.start_ms >= before

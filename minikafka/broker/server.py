@@ -21,11 +21,13 @@ from minikafka.broker.dispatch import build_api_table
 from minikafka.broker.fetch_waiters import FetchWaiters
 from minikafka.broker.flusher import Flusher
 from minikafka.broker.groups import GroupCoordinator  # consumer groups
+from minikafka.broker.groups.offset_store import OffsetStore
 from minikafka.broker.interceptor import RequestInterceptor
 from minikafka.broker.limits import ConnectionQuotas, close_idle_connections, peer_ip
 from minikafka.broker.listeners import Listener, ListenerSet
 from minikafka.broker.metrics import Metrics
 from minikafka.broker.transactions import TransactionCoordinator
+from minikafka.broker.transactions.state_log import TxnStateLog
 from minikafka.clock import wall_clock_ms
 from minikafka.config import BrokerConfig
 from minikafka.protocol.apis import ApiSpec
@@ -135,10 +137,14 @@ class Broker:
         self.logs.load()
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
-        self.groups = GroupCoordinator(self)
+        self.groups = GroupCoordinator(self.config, OffsetStore.for_broker(self, "offsets.topic.segment.bytes"),
+                                       lambda: self.clock())
         self.groups.start()
         # --- transactions: coordinator state (loads __transaction_state, finishes Prepare* ones) ---
-        self.transactions = TransactionCoordinator(self)
+        self.transactions = TransactionCoordinator(
+            self.config, TxnStateLog.for_broker(self, "transaction.state.log.segment.bytes"), self.logs,
+            lambda: self.clock(), self.producer_ids, self.flusher, self.groups)
+        self.groups.transactions = self.transactions
         self.transactions.start()
         self.metrics.recovery_seconds = time.perf_counter() - started
         self.listeners.start_accepting()

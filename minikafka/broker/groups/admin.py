@@ -32,7 +32,7 @@ class GroupAdmin:
 
     groups: dict[str, Group]
     active: bool
-    store: OffsetStore | None
+    store: OffsetStore
 
     if TYPE_CHECKING:
         def _now(self) -> int: ...
@@ -78,7 +78,7 @@ class GroupAdmin:
             elif error is None and group is not None and not group.is_(S.EMPTY):
                 error = ErrorCode.NON_EMPTY_GROUP
             if error is None and group is not None:
-                assert self.store is not None and group_id is not None
+                assert group_id is not None
                 try:
                     removed = self.store.delete_group(group_id)
                 except (KafkaError, OSError) as exc:
@@ -91,7 +91,7 @@ class GroupAdmin:
                     log.info("group %r deleted with %d committed offset(s)", group_id, removed)
                     error = ErrorCode.NONE
             results[group_id] = error if error is not None else ErrorCode.NONE
-        if deleted and self.store is not None:
+        if deleted:
             try:
                 await self.store.sync()
             except Exception as exc:  # the deletion is in the log; only its fsync failed

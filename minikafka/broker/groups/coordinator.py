@@ -39,7 +39,8 @@ from .offsets import GroupOffsets, store_error
 from .records import OFFSETS_TOPIC, RecordFormatError, encodable
 
 if TYPE_CHECKING:
-    from minikafka.broker.server import Broker
+    from minikafka.broker.transactions import TransactionCoordinator
+    from minikafka.config import BrokerConfig
 
 log = logging.getLogger("minikafka.groups")
 
@@ -53,9 +54,9 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
     """Every group of this broker and their committed offsets (see the module docstring); the offsets
     (:class:`GroupOffsets`) and group administration (:class:`GroupAdmin`) are in their own modules."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
+    def __init__(self, config: BrokerConfig, store: OffsetStore, clock: Callable[[], float]) -> None:
+        """``store`` is the (not yet loaded) ``__consumer_offsets`` store; ``clock`` the broker's clock."""
+        self._clock = clock
         self.min_session_ms = int(config.get("group.min.session.timeout.ms"))
         self.max_session_ms = int(config.get("group.max.session.timeout.ms"))
         self.max_size = int(config.get("group.max.size"))
@@ -65,13 +66,16 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
         self.metadata_max_bytes = int(config.get("offset.metadata.max.bytes"))
         self.groups: dict[str, Group] = {}
         self.active = False
-        self.store: OffsetStore | None = None
+        self.store = store
+        #: the transaction coordinator TxnOffsetCommit checks; set by the broker once it is built
+        #: (the two coordinators refer to each other)
+        self.transactions: TransactionCoordinator | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._expiry_timer: asyncio.TimerHandle | None = None
 
     def _now(self) -> int:
-        return int(self.broker.clock())
+        return int(self._clock())
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -83,7 +87,6 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
     def start(self) -> None:
         """Load the offsets log and the stored groups; called from the broker's loop at start."""
         self._loop = asyncio.get_running_loop()
-        self.store = OffsetStore.for_broker(self.broker, "offsets.topic.segment.bytes")
         try:
             stored = self.store.load()
         except (KafkaError, OSError, ValueError) as exc:
@@ -132,13 +135,11 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
 
     def _after_durable(self, action: Callable[[int], None]) -> None:
         """Run ``action(error)`` once what was just appended is durable (at once without --fsync)."""
-        assert self.store is not None
         if not self.store.fsync:
             action(ErrorCode.NONE)
             return
 
         async def run() -> None:
-            assert self.store is not None
             try:
                 await self.store.sync()
             except Exception as exc:
@@ -333,7 +334,6 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
             if group.select_protocol() != group.protocol_name:
                 self._maybe_prepare_rebalance(group, f"static member {instance_id} changed the protocol; {why}")
                 return
-            assert self.store is not None
             generation = group.generation_id
             try:
                 self.store.store_group(group.group_id, group.to_stored())
@@ -447,7 +447,6 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
                                                 group.generation_id)
 
     def _store_group_quietly(self, group: Group) -> None:
-        assert self.store is not None
         try:
             self.store.store_group(group.group_id, group.to_stored())
         except (KafkaError, RecordFormatError) as exc:
@@ -571,7 +570,6 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
         return fut
 
     def _on_leader_assignment(self, group: Group, leader_id: str, assignments: dict[str, bytes]) -> None:
-        assert self.store is not None
         generation = group.generation_id
         missing = [m for m in group.members if m not in assignments]
         if missing:

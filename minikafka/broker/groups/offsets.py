@@ -19,7 +19,7 @@ from .offset_store import OffsetStore
 from .records import OFFSETS_TOPIC, CommittedOffset, RecordFormatError
 
 if TYPE_CHECKING:
-    from minikafka.broker.server import Broker
+    from minikafka.broker.transactions import TransactionCoordinator
 
 log = logging.getLogger("minikafka.groups")
 
@@ -52,10 +52,10 @@ class GroupOffsets:
     """Committing, fetching, deleting and expiring offsets; mixed into the group coordinator,
     which provides the attributes and membership checks declared here."""
 
-    broker: Broker
+    transactions: TransactionCoordinator | None
     groups: dict[str, Group]
     active: bool
-    store: OffsetStore | None
+    store: OffsetStore
     retention_ms: int
     retention_check_ms: int
     metadata_max_bytes: int
@@ -109,7 +109,7 @@ class GroupOffsets:
         error = self._check(group_id, allow_empty=True)
         if error is not None:
             return dict.fromkeys(offsets, error)
-        assert group_id is not None and self.store is not None
+        assert group_id is not None
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -142,8 +142,8 @@ class GroupOffsets:
         error = self._check(group_id, allow_empty=False)
         if error is not None:
             return dict.fromkeys(offsets, error)
-        assert group_id is not None and self.store is not None
-        transactions = self.broker.transactions
+        assert group_id is not None
+        transactions = self.transactions
         if transactions is None or not transactions.active:
             return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         group = self.groups.get(group_id)
@@ -183,7 +183,7 @@ class GroupOffsets:
         return results
 
     def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
-        return self.store is not None and self.store.has_pending(group_id, tp)
+        return self.store.has_pending(group_id, tp)
 
     def fetch_offsets(self, group_id: str | None, partitions: list[TopicPartition] | None
                       ) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
@@ -191,7 +191,7 @@ class GroupOffsets:
         error = self._check(group_id, allow_empty=True)
         if error is not None:
             return error, {}
-        assert group_id is not None and self.store is not None
+        assert group_id is not None
         group = self.groups.get(group_id)
         if group is not None and group.is_(S.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -205,7 +205,7 @@ class GroupOffsets:
         error = self._check(group_id, allow_empty=False)
         if error is not None:
             return error, {}
-        assert group_id is not None and self.store is not None
+        assert group_id is not None
         group = self.groups.get(group_id)
         if group is None or group.is_(S.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -233,7 +233,7 @@ class GroupOffsets:
 
     def on_topic_deleted(self, topic: str) -> None:
         """Forget the committed offsets of a deleted topic (Kafka does this on topic deletion)."""
-        if not self.active or self.store is None:
+        if not self.active:
             return
         for group_id in self.store.groups_with_offsets():
             doomed = [tp for tp in self.store.offsets(group_id) if tp[0] == topic]
@@ -246,7 +246,7 @@ class GroupOffsets:
     def _expire_offsets(self) -> None:
         """Kafka's offset retention: drop old offsets of groups that no longer use them, then empty groups."""
         self._expiry_timer = self.loop.call_later(self.retention_check_ms / 1000, self._expire_offsets)
-        if not self.active or self.store is None:
+        if not self.active:
             return
         now = self._now()
         for group_id, group in list(self.groups.items()):
@@ -267,7 +267,6 @@ class GroupOffsets:
     def _expired_offsets(self, group: Group, now: int) -> list[TopicPartition]:
         """Offsets past retention: all of an Empty group (counted from when it became empty), those
         of unsubscribed topics of a Stable consumer group, and any of a group without management."""
-        assert self.store is not None
         keep: set[str] = set()
         if group.protocol_type and group.is_(S.EMPTY):
             def base(c: CommittedOffset) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.groups.records import OFFSETS_TOPIC, RecordFormatError
@@ -32,7 +32,11 @@ from minikafka.broker.transactions.state_log import TxnStateLog
 from minikafka.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from minikafka.broker.server import Broker
+    from minikafka.broker.flusher import Flusher
+    from minikafka.broker.groups import GroupCoordinator
+    from minikafka.config import BrokerConfig
+    from minikafka.storage.log_manager import LogManager
+    from minikafka.storage.producer_ids import ProducerIdAllocator
 
 log = logging.getLogger("minikafka.transactions")
 
@@ -67,9 +71,17 @@ def offsets_partition(group_id: str, partitions: int = 1) -> TopicPartition:
 class TransactionCoordinator:
     """Every transactional id of this broker (see the module docstring)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
+    def __init__(self, config: BrokerConfig, store: TxnStateLog, logs: LogManager, clock: Callable[[], float],
+                 producer_ids: ProducerIdAllocator, flusher: Flusher, groups: GroupCoordinator) -> None:
+        """``store`` is the (not yet loaded) ``__transaction_state`` store; markers go to the partition
+        logs of ``logs`` (fsynced through ``flusher`` with ``--fsync``), and those on
+        ``__consumer_offsets`` complete the transactional offsets of ``groups``."""
+        self._clock = clock
+        self._logs = logs
+        self._producer_ids = producer_ids
+        self._flusher = flusher
+        self._config = config
+        self._groups = groups
         self.max_timeout_ms = int(config.get("transaction.max.timeout.ms"))
         self.abort_interval_ms = int(config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         self.expiration_ms = int(config.get("transactional.id.expiration.ms"))
@@ -77,20 +89,19 @@ class TransactionCoordinator:
         self.kafka_partitions = max(1, int(config.get("transaction.state.log.num.partitions")))
         self.txns: dict[str, TxnMetadata] = {}
         self.active = False
-        self.store: TxnStateLog | None = None
+        self.store = store
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timers: list[asyncio.TimerHandle] = []
 
     def _now(self) -> int:
-        return int(self.broker.clock())
+        return int(self._clock())
 
     # ================================================================== lifecycle
 
     def start(self) -> None:
         """Load ``__transaction_state``; transactions found in Prepare* get their markers again."""
         self._loop = asyncio.get_running_loop()
-        self.store = TxnStateLog.for_broker(self.broker, "transaction.state.log.segment.bytes")
         try:
             stored = self.store.load()
         except (KafkaError, OSError, ValueError) as exc:
@@ -141,7 +152,6 @@ class TransactionCoordinator:
 
     async def _persist(self, meta: TxnMetadata, state: TxnState, **fields: Any) -> int:
         """Write ``meta``'s next record, then take it into memory; NONE or the write's error."""
-        assert self.store is not None
         record = meta.record(state, now_ms=self._now(), **fields)
         meta.pending = state
         try:
@@ -180,8 +190,7 @@ class TransactionCoordinator:
         meta = self.txns.get(transactional_id)
         new = meta is None
         if meta is None:
-            assert self.broker.producer_ids is not None
-            meta = TxnMetadata(transactional_id, self.broker.producer_ids.allocate(), -1, timeout_ms)
+            meta = TxnMetadata(transactional_id, self._producer_ids.allocate(), -1, timeout_ms)
             self.txns[transactional_id] = meta
         try:
             return await self._init_transit(meta, timeout_ms, producer_id, producer_epoch)
@@ -208,8 +217,7 @@ class TransactionCoordinator:
         last_epoch = meta.last_producer_epoch
         previous = meta.previous_producer_id
         if epoch >= EXHAUSTED_EPOCH and (not given or epoch_in == epoch):
-            assert self.broker.producer_ids is not None
-            previous, pid, new_epoch = meta.producer_id, self.broker.producer_ids.allocate(), 0
+            previous, pid, new_epoch = meta.producer_id, self._producer_ids.allocate(), 0
             last_epoch = epoch if given else -1
         elif not given or epoch == -1 or epoch_in == epoch:
             new_epoch = epoch + 1
@@ -363,8 +371,7 @@ class TransactionCoordinator:
     async def _write_markers_once(self, meta: TxnMetadata, partitions: list[TopicPartition],
                                   commit: bool) -> list[TopicPartition]:
         """One pass over ``partitions``; those to try again."""
-        logs = self.broker.logs
-        assert logs is not None
+        logs = self._logs
         retry: list[TopicPartition] = []
         written = []
         for topic, partition in partitions:
@@ -386,11 +393,11 @@ class TransactionCoordinator:
                 retry.append((topic, partition))
                 continue
             written.append(plog)
-            if topic == OFFSETS_TOPIC and self.broker.groups is not None and self.broker.groups.store is not None:
-                self.broker.groups.store.complete_transaction(meta.producer_id, commit)
-        if self.broker.config.fsync:
+            if topic == OFFSETS_TOPIC:
+                self._groups.store.complete_transaction(meta.producer_id, commit)
+        if self._config.fsync:
             for plog in written:
-                await self.broker.flusher.flush(plog)
+                await self._flusher.flush(plog)
         return retry
 
     # ================================================================== Produce / TxnOffsetCommit
@@ -437,7 +444,6 @@ class TransactionCoordinator:
 
     def expire_transactional_ids(self) -> int:
         """Tombstone ids idle (Empty/Complete*) for ``transactional.id.expiration.ms``; how many."""
-        assert self.store is not None
         now = self._now()
         doomed = [m for m in self.txns.values()
                   if m.state.is_idle and m.pending is None and not m.markers_in_flight
