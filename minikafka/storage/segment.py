@@ -250,13 +250,7 @@ class LogSegment:
 
         The file is cut at the first torn or invalid batch. Returns ``(bytes cut, reason)``. The
         aborted-transaction index is emptied: the log rebuilds it by replaying the segment's markers."""
-        self.offset_index.reset()
-        self.time_index.reset()
-        self.txn_index.reset()
-        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
-        self.first_batch_timestamp = None
-        self.bytes_since_last_index_entry = 0
-        self.next_offset = self.base_offset
+        self._forget_batches()
         file_size = os.fstat(self.fd).st_size
         pos, buf, buf_start = 0, b"", 0
         reason: str | None = None
@@ -363,6 +357,10 @@ class LogSegment:
         """Drop every batch (used when recovery of this segment fails outright)."""
         os.ftruncate(self.fd, 0)
         self.size = 0
+        self._forget_batches()
+
+    def _forget_batches(self) -> None:
+        """Empty the indexes and the per-batch statistics, as before the first batch."""
         self.next_offset = self.base_offset
         self.offset_index.reset()
         self.time_index.reset()
