@@ -389,6 +389,11 @@ def topic_setting(config: Mapping[str, Any], name: str, default: Any) -> Any:
     return value if value is not None else default
 
 
+def topic_config(config: Mapping[str, Any], name: str) -> Any:
+    """A topic's effective setting: its override where set, else Kafka's default (:func:`default_setting`)."""
+    return topic_setting(config, name, default_setting(name))
+
+
 def timestamp_bounds(config: Mapping[str, Any]) -> tuple[int, int]:
     """``message.timestamp.before.max.ms`` and ``.after.max.ms``; where one is unset (LONG_MAX) the
     deprecated ``message.timestamp.difference.max.ms`` applies, as in Kafka's ``LogConfig`` (KIP-937)."""

@@ -60,7 +60,7 @@ from typing import Any
 
 from kafka.record.util import encode_varint
 
-from ..config import LONG_MAX, default_setting, topic_setting
+from ..config import LONG_MAX, topic_config
 from ..errors import KafkaError
 from . import checkpoints as ckpt
 from .batch import (
@@ -102,7 +102,7 @@ class CleanerConfig:
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CleanerConfig:
         def num(name: str) -> Any:
-            return topic_setting(config, name, default_setting(name))
+            return topic_config(config, name)
 
         return cls(int(num("delete.retention.ms")), int(num("min.compaction.lag.ms")),
                    int(num("max.compaction.lag.ms")), float(num("min.cleanable.dirty.ratio")),

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import default_setting, timestamp_bounds, topic_setting
+from ..config import timestamp_bounds, topic_config
 from ..errors import ErrorCode, KafkaError
 from .batch import CODEC_LZ4, CODEC_ZSTD, COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, split_batches
 from .recompress import build_batch, compress, target_codec
@@ -189,14 +189,15 @@ class TopicRules:
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> TopicRules:
         def text(name: str) -> str:
-            return str(config.get(name, default_setting(name)))
+            return str(topic_config(config, name))
 
+        before_max_ms, after_max_ms = timestamp_bounds(config)
         return cls(
             compacted="compact" in text("cleanup.policy"),
             log_append_time=text("message.timestamp.type") == "LogAppendTime",
-            before_max_ms=timestamp_bounds(config)[0],
-            after_max_ms=timestamp_bounds(config)[1],
-            max_message_bytes=int(topic_setting(config, "max.message.bytes", default_setting("max.message.bytes"))),
+            before_max_ms=before_max_ms,
+            after_max_ms=after_max_ms,
+            max_message_bytes=int(topic_config(config, "max.message.bytes")),
             compression_type=text("compression.type"),
         )
 

@@ -25,7 +25,7 @@ from typing import Any
 from crc32c import crc32c
 
 from ..clock import wall_clock_ms
-from ..config import LONG_MAX, default_setting, timestamp_bounds
+from ..config import LONG_MAX, timestamp_bounds, topic_config
 from ..errors import ErrorCode, KafkaError
 from .batch import (
     ATTRIBUTES_OFFSET,
@@ -90,11 +90,10 @@ class _Settings:
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> _Settings:
         def num(name: str) -> int:
-            value = config.get(name)
-            return int(value) if value is not None else int(default_setting(name))
+            return int(topic_config(config, name))
 
         def text(name: str) -> str:
-            return str(config.get(name, default_setting(name)))
+            return str(topic_config(config, name))
 
         policy = text("cleanup.policy")
         compacted = "compact" in policy
