@@ -207,7 +207,7 @@ def test_fetch_at_the_lso_and_between_the_lso_and_the_log_end(writer: Writer) ->
             part = fetch(c, offset, READ_COMMITTED)
             assert (part.error_code, part.last_stable_offset, offsets_of(part), aborted(part)) == (0, 3, [], [])
         part = fetch(c, 9, READ_COMMITTED)
-        assert (part.error_code, part.last_stable_offset, aborted(part)) == (1, -1, None)  # OFFSET_OUT_OF_RANGE
+        assert (part.error_code, part.high_watermark, part.last_stable_offset, aborted(part)) == (1, -1, -1, None)
         part = fetch(c, 3, READ_UNCOMMITTED)
         assert offsets_of(part) == [3, 4, 5, 6, 7] and aborted(part) is None and part.last_stable_offset == 3
         # Fetch v4 (the first with an isolation level) behaves the same

@@ -71,8 +71,9 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[d
                         entry["aborted_transactions"] = [
                             {"producer_id": pid, "first_offset": offset} for pid, offset in aborted]
                 except KafkaError as exc:
-                    entry["error_code"] = exc.code
-                    entry["last_stable_offset"] = -1
+                    # Kafka answers a partition it could not read with every offset unknown
+                    # (ReplicaManager.createLogReadResult), not the offsets it looked up first.
+                    entry.update(error_code=exc.code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1)
                     data = b""
                 if data:
                     first = False
