@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import CreateTopicsRequest, DeleteRecordsRequest
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from minikafka.storage.batch import BatchHeader, split_batches
 from tests.kafka_wire import RawClient, partition_response, produce_request
@@ -73,11 +73,23 @@ def fetch_raw(client: RawClient, topic: str, offset: int = 0, partition: int = 0
     return client.request(request).responses[0].partitions[0]
 
 
+def log_start_offset(client: RawClient, topic: str, partition: int = 0) -> int:
+    """The partition's log start offset, from ListOffsets EARLIEST, as a client finds it after
+    OFFSET_OUT_OF_RANGE (that answer carries no offsets)."""
+    Request = ListOffsetsRequest[7]
+    Topic = Request.ListOffsetsTopic
+    request = Request(replica_id=-1, isolation_level=0, topics=[Topic(name=topic, partitions=[
+        Topic.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=-2)])])
+    part = client.request(request).topics[0].partitions[0]
+    assert part.error_code == 0, part
+    return part.offset
+
+
 def log_batches(client: RawClient, topic: str, partition: int = 0) -> list[BatchHeader]:
     """Headers of every batch the broker serves from the log start (one fetch reads one segment)."""
     part = fetch_raw(client, topic, offset=0, partition=partition)
     if part.error_code == 1:  # log start moved: fetch from there
-        part = fetch_raw(client, topic, offset=part.log_start_offset, partition=partition)
+        part = fetch_raw(client, topic, offset=log_start_offset(client, topic, partition), partition=partition)
     headers: list[BatchHeader] = []
     for _ in range(10_000):
         assert part.error_code == 0, part

@@ -20,7 +20,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from minikafka.broker.transactions.records import TxnRecord, parse_txn_key, parse_txn_value
 from minikafka.storage.batch import split_batches
 from tests.kafka_wire import RawClient
-from tests.scenario_helpers import fetch_raw
+from tests.scenario_helpers import fetch_raw, log_start_offset
 
 TXN_LOG = "__transaction_state"
 OFFSETS = "__consumer_offsets"
@@ -128,7 +128,7 @@ def stored_batches(client: RawClient, topic: str, partition: int = 0) -> list[St
     for _ in range(10_000):
         part = fetch_raw(client, topic, offset=offset, partition=partition)
         if part.error_code == 1:
-            offset = part.log_start_offset
+            offset = log_start_offset(client, topic, partition)
             continue
         assert part.error_code == 0, part
         data = bytes(part.records or b"")
