@@ -39,9 +39,9 @@ INERT_DYNAMIC_BROKER_CONFIGS = frozenset({
 
 def check_broker_name(ctx: RequestContext, name: str) -> None:
     """The cluster default ("") or this broker's id, as Kafka checks a broker resource name."""
-    if name not in ("", str(ctx.broker.node_id)):
+    if name not in ("", str(ctx.services.node_id)):
         raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}")
+                         f"Unexpected broker id, expected {ctx.services.node_id} or empty string, but received {name}")
 
 
 def check_broker_change(ctx: RequestContext, name: str, keys: list[str]) -> None:

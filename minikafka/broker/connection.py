@@ -158,7 +158,7 @@ class Connection:
                 exc,
             )
             return False
-        ctx = RequestContext(broker, self, header)
+        ctx = RequestContext(broker.services, self, header)
         try:
             response = await self._eagerly(broker.dispatch(spec, ctx, request))
         except CloseConnection as exc:

@@ -1,36 +1,59 @@
-"""What a handler knows about the request it is answering."""
+"""What a handler knows about the request it is answering, and the services it answers with."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from minikafka.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
     from minikafka.broker.connection import Connection
+    from minikafka.broker.fetch_waiters import FetchWaiters
+    from minikafka.broker.flusher import Flusher
     from minikafka.broker.groups import GroupCoordinator
-    from minikafka.broker.server import Broker
+    from minikafka.broker.metrics import Metrics
     from minikafka.broker.transactions import TransactionCoordinator
+    from minikafka.config import BrokerConfig
+    from minikafka.protocol.apis import ApiSpec
     from minikafka.storage.facade import Storage
     from minikafka.storage.producer_ids import ProducerIdAllocator
-
-
-T = TypeVar("T")
-
-
-def _built(service: T | None) -> T:
-    assert service is not None, "the broker is not started"
-    return service
 
 
 class CloseConnection(Exception):
     """Raised by a handler when Kafka would close the connection instead of answering."""
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    """Everything handlers work with, built once by ``Broker.start()``: every request of that run
+    shares this one object, so none of it is optional and a handler never needs the broker."""
+
+    config: BrokerConfig
+    node_id: int
+    storage: Storage
+    groups: GroupCoordinator
+    transactions: TransactionCoordinator
+    producer_ids: ProducerIdAllocator
+    #: the broker clock (ms); tests move it, so it is read through the broker on every call
+    clock: Callable[[], int]
+    metrics: Metrics
+    flusher: Flusher
+    fetch_waiters: FetchWaiters
+    #: the APIs this broker serves, as ApiVersions advertises them
+    api_table: Mapping[int, ApiSpec]
+    #: False once the broker is stopping: a long-polling Fetch answers with what it has
+    running: Callable[[], bool]
+    #: host and port of the first listener, for a connection that came in on none
+    advertised_address: tuple[str, int]
+
+
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    """Built for every request (keep it cheap): the run's services, the connection, the header."""
+
+    services: BrokerServices
     connection: Connection
     header: RequestHeader
 
@@ -42,26 +65,27 @@ class RequestContext:
     def client_id(self) -> str | None:
         return self.header.client_id
 
-    # The services below are built by Broker.start(); requests are only served after it.
-
     @property
     def storage(self) -> Storage:
-        return _built(self.broker.logs)
+        return self.services.storage
 
     @property
     def groups(self) -> GroupCoordinator:
-        return _built(self.broker.groups)
+        return self.services.groups
 
     @property
     def transactions(self) -> TransactionCoordinator:
-        return _built(self.broker.transactions)
+        return self.services.transactions
 
     @property
     def producer_ids(self) -> ProducerIdAllocator:
-        return _built(self.broker.producer_ids)
+        return self.services.producer_ids
 
     @property
     def advertised_address(self) -> tuple[str, int]:
         """Host and port of the listener this request came in on, as Metadata, DescribeCluster and
         FindCoordinator advertise them."""
-        return self.broker.advertised_address(self.connection.listener)
+        listener = self.connection.listener
+        if listener is None:
+            return self.services.advertised_address
+        return listener.endpoint_host, listener.endpoint_port

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
@@ -25,6 +25,10 @@ from minikafka.storage.batch import BatchHeader, split_batches
 from minikafka.storage.control import parse_marker
 from minikafka.storage.log import PartitionLog
 from minikafka.storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from minikafka.broker.flusher import Flusher
+    from minikafka.config import BrokerConfig
 
 log = logging.getLogger("minikafka.internal_log")
 
@@ -157,12 +161,12 @@ class InternalLog:
         self.skipped_records = 0
 
     @classmethod
-    def for_broker(cls, broker: Any, segment_setting: str) -> Self:
-        """The store of ``broker``'s internal log whose segment size is the setting ``segment_setting``."""
-        assert broker.logs is not None
-        flush = broker.flusher.flush if broker.config.fsync else None
-        configs = internal_topic_configs(broker.config.get(segment_setting))
-        return cls(broker.logs, broker.clock, configs, flush)
+    def configured(cls, logs: LogManager, config: BrokerConfig, segment_setting: str,
+                   now_ms: Callable[[], int], flusher: Flusher) -> Self:
+        """The store of an internal log in ``logs`` whose segment size is the setting
+        ``segment_setting``; with ``--fsync`` its changes wait for ``flusher``."""
+        flush = flusher.flush if config.fsync else None
+        return cls(logs, now_ms, internal_topic_configs(config.get(segment_setting)), flush)
 
     def _open(self, topic: str) -> PartitionLog:
         plog = open_internal_log(self._logs, topic, self._topic_configs)

@@ -23,12 +23,13 @@ import ipaddress
 import logging
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from minikafka.config import BrokerConfig
 
 if TYPE_CHECKING:
-    from minikafka.broker.server import Broker
+    from minikafka.broker.connection import Connection
 
 log = logging.getLogger("minikafka.limits")
 
@@ -99,22 +100,20 @@ class ConnectionQuotas:
         self.total = max(0, self.total - 1)
 
 
-async def close_idle_connections(broker: Broker) -> None:
-    """Background task: close connections idle for ``connections.max.idle.ms`` (see the module doc)."""
-    idle_ms = int(broker.config.get("connections.max.idle.ms"))
+async def close_idle_connections(config: BrokerConfig, connections: Collection[Connection]) -> None:
+    """Background task: close those of the broker's open ``connections`` that are idle for
+    ``connections.max.idle.ms`` (see the module doc)."""
+    idle_ms = int(config.get("connections.max.idle.ms"))
     if idle_ms < 0:
         return
     period = min(max(idle_ms / 4000, 0.01), 5.0)
     while True:
         await asyncio.sleep(period)
         now = time.monotonic()
-        for conn in list(idle_candidates(broker)):
+        for conn in list(connections):
             if not conn.in_request and not conn.closed and (now - conn.last_active) * 1000 >= idle_ms:
                 log.info("closing connection from %s: idle for more than %d ms (connections.max.idle.ms)",
                          conn.peer, idle_ms)
                 conn.transport.abort()  # close() would wait for a slow reader to take queued bytes
                 conn.close()
 
-
-def idle_candidates(broker: Any) -> list[Any]:
-    return list(getattr(broker, "_connections", ()))

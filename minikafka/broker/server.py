@@ -12,11 +12,11 @@ import contextlib
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from minikafka import __version__
 from minikafka.broker.connection import Connection
-from minikafka.broker.context import RequestContext
+from minikafka.broker.context import BrokerServices, RequestContext
 from minikafka.broker.dispatch import build_api_table
 from minikafka.broker.fetch_waiters import FetchWaiters
 from minikafka.broker.flusher import Flusher
@@ -38,6 +38,9 @@ from minikafka.storage.log import PartitionLog
 from minikafka.storage.log_manager import LogManager
 from minikafka.storage.producer_ids import ProducerIdAllocator
 
+if TYPE_CHECKING:
+    from minikafka.broker.sasl import UserStore
+
 log = logging.getLogger("minikafka.broker")
 #: How often logs are asked whether their flush policy (roll, flush.ms) wants an fsync.
 FLUSH_CHECK_SECONDS = 1.0
@@ -57,7 +60,7 @@ class Broker:
         self.clock = wall_clock_ms
         self._server: asyncio.base_events.Server | None = None
         self.listeners: ListenerSet | None = None  # [listeners] bound in start()
-        self.sasl_users: Any = None  # [listeners] minikafka.broker.sasl.UserStore when a listener uses SASL
+        self.sasl_users: UserStore | None = None  # [listeners] when a listener uses SASL
         self.quotas = ConnectionQuotas(self.config)  # [limits] max.connections, max.connections.per.ip
         self._connections: set[Connection] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -67,6 +70,8 @@ class Broker:
         self.interceptor: RequestInterceptor | None = None  # sees every request when set (the test kit's faults)
         self.groups: GroupCoordinator | None = None  # consumer groups: created in start()
         self.transactions: TransactionCoordinator | None = None  # transactional ids: created in start()
+        #: what every request is handled with; built by start() (connections are served only after it)
+        self.services: BrokerServices
 
     # ----------------------------------------------------------------- addresses
     @property
@@ -137,21 +142,28 @@ class Broker:
         self.logs.load()
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
-        self.groups = GroupCoordinator(self.config, OffsetStore.for_broker(self, "offsets.topic.segment.bytes"),
-                                       lambda: self.clock())
+        offset_store = OffsetStore.configured(self.logs, self.config, "offsets.topic.segment.bytes", self.clock,
+                                              self.flusher)
+        self.groups = GroupCoordinator(self.config, offset_store, lambda: self.clock())
         self.groups.start()
         # --- transactions: coordinator state (loads __transaction_state, finishes Prepare* ones) ---
+        txn_state_log = TxnStateLog.configured(self.logs, self.config, "transaction.state.log.segment.bytes",
+                                               self.clock, self.flusher)
         self.transactions = TransactionCoordinator(
-            self.config, TxnStateLog.for_broker(self, "transaction.state.log.segment.bytes"), self.logs,
-            lambda: self.clock(), self.producer_ids, self.flusher, self.groups)
+            self.config, txn_state_log, self.logs, lambda: self.clock(), self.producer_ids, self.flusher, self.groups)
         self.groups.transactions = self.transactions
         self.transactions.start()
+        self.services = BrokerServices(
+            config=self.config, node_id=self.node_id, storage=self.logs, groups=self.groups,
+            transactions=self.transactions, producer_ids=self.producer_ids, clock=lambda: self.clock(),
+            metrics=self.metrics, flusher=self.flusher, fetch_waiters=self.fetch_waiters, api_table=self.api_table,
+            running=lambda: self.started, advertised_address=self.advertised_address())
         self.metrics.recovery_seconds = time.perf_counter() - started
         self.listeners.start_accepting()
         self._server = self.listeners.servers[0]
         self.port = self.listeners.primary.port
         self._background = [
-            asyncio.create_task(close_idle_connections(self)),  # [limits] connections.max.idle.ms
+            asyncio.create_task(close_idle_connections(self.config, self._connections)),  # [limits] connections.max.idle.ms
             asyncio.create_task(self._every("log.retention.check.interval.ms", self._retention)),
             asyncio.create_task(
                 self._every("producer.id.expiration.check.interval.ms", self._expire_producers)

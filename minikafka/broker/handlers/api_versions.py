@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 error = ErrorCode.INVALID_REQUEST
     keys = [] if error else [
         Response.ApiVersion(api_key=spec.key, min_version=spec.min_version, max_version=spec.max_version)
-        for spec in sorted(ctx.broker.api_table.values(), key=lambda s: s.key)
+        for spec in sorted(ctx.services.api_table.values(), key=lambda s: s.key)
     ]
     fields: dict[str, Any] = {"error_code": error, "api_keys": keys}
     if version >= 1:

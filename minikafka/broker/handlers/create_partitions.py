@@ -12,7 +12,7 @@ from minikafka.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     logs = ctx.storage
     Response = CreatePartitionsResponse[ctx.api_version]
     results = []
@@ -29,12 +29,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 f"topic currently has {info.partitions} partitions, which is higher than the requested {topic.count}")
         elif topic.count == info.partitions:
             error, message = ErrorCode.INVALID_PARTITIONS, f"topic already has {info.partitions} partitions"
-        elif topic.count > broker.config.get(LIMIT_SETTING):
+        elif topic.count > services.config.get(LIMIT_SETTING):
             error, message = ErrorCode.INVALID_PARTITIONS, (
-                f"{topic.count} partitions exceed {LIMIT_SETTING}={broker.config.get(LIMIT_SETTING)}")
+                f"{topic.count} partitions exceed {LIMIT_SETTING}={services.config.get(LIMIT_SETTING)}")
         elif topic.assignments is not None and (
             len(topic.assignments) != topic.count - info.partitions
-            or any(list(a.broker_ids) != [broker.node_id] for a in topic.assignments)
+            or any(list(a.broker_ids) != [services.node_id] for a in topic.assignments)
         ):
             error, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, "invalid replica assignment"
         elif not request.validate_only:

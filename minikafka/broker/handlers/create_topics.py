@@ -18,7 +18,7 @@ LIMIT_SETTING = "minikafka.topic.max.partitions"
 
 def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, dict[str, Any]]:
     """(partitions, replication factor, configs) for a creatable topic, or a KafkaError."""
-    broker = ctx.broker
+    services = ctx.services
     name = topic.name
     if name in seen:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"topic {name} appears more than once in the request")
@@ -34,21 +34,21 @@ def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, d
     if topic.assignments:
         partitions = len(topic.assignments)
         for a in topic.assignments:
-            if list(a.broker_ids) != [broker.node_id]:
+            if list(a.broker_ids) != [services.node_id]:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"replicas must be [{broker.node_id}] on this single-node cluster")
+                                 f"replicas must be [{services.node_id}] on this single-node cluster")
         replication = 1
     else:
-        partitions = topic.num_partitions if topic.num_partitions != -1 else broker.config.get("num.partitions")
+        partitions = topic.num_partitions if topic.num_partitions != -1 else services.config.get("num.partitions")
         replication = (
             topic.replication_factor if topic.replication_factor != -1
-            else broker.config.get("default.replication.factor")
+            else services.config.get("default.replication.factor")
         )
     if partitions <= 0:
         raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
-    if partitions > broker.config.get(LIMIT_SETTING):
+    if partitions > services.config.get(LIMIT_SETTING):
         raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                         f"{partitions} partitions exceed {LIMIT_SETTING}={broker.config.get(LIMIT_SETTING)}")
+                         f"{partitions} partitions exceed {LIMIT_SETTING}={services.config.get(LIMIT_SETTING)}")
     if replication <= 0:
         raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
     if replication > 1:
@@ -64,7 +64,7 @@ def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, d
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    broker = ctx.broker
+    services = ctx.services
     Response = CreateTopicsResponse[version]
     Result = Response.CreatableTopicResult
     results = []
@@ -85,7 +85,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if version >= 5:
                 fields["num_partitions"] = partitions
                 fields["replication_factor"] = replication
-                effective = broker.config.topic_defaults() | parse_topic_configs(configs)
+                effective = services.config.topic_defaults() | parse_topic_configs(configs)
                 fields["configs"] = [
                     Result.CreatableTopicConfigs(name=k, value=str(v), read_only=False,
                                                  config_source=1 if k in configs else 5, is_sensitive=False)

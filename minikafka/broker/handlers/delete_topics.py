@@ -18,7 +18,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    broker = ctx.broker
+    services = ctx.services
     logs = ctx.storage
     Response = DeleteTopicsResponse[version]
     Result = Response.DeletableTopicResult
@@ -38,14 +38,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if error == ErrorCode.NONE:
             if info is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif not broker.config.get("delete.topic.enable"):
+            elif not services.config.get("delete.topic.enable"):
                 error = ErrorCode.TOPIC_DELETION_DISABLED
             elif is_internal(name):
                 error, message = ErrorCode.INVALID_REQUEST, f"cannot delete internal topic {name}"
             else:
                 logs.delete_topic(name)
-                if broker.groups is not None:
-                    broker.groups.on_topic_deleted(name)  # committed offsets go with the topic, as in Kafka
+                ctx.groups.on_topic_deleted(name)  # committed offsets go with the topic, as in Kafka
                 log.info("deleted topic %s", name)
         fields: dict[str, Any] = {"name": name, "error_code": error}
         if version >= 5:

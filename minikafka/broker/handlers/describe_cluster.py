@@ -12,7 +12,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    broker = ctx.broker
+    services = ctx.services
     Response = DescribeClusterResponse[version]
     endpoint_type = getattr(request, "endpoint_type", 1) if version >= 1 else 1
     if endpoint_type != 1:
@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error_message=None,
         endpoint_type=1,
         cluster_id=ctx.storage.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[Response.DescribeClusterBroker(broker_id=broker.node_id, host=ctx.advertised_address[0],
+        controller_id=services.node_id,
+        brokers=[Response.DescribeClusterBroker(broker_id=services.node_id, host=ctx.advertised_address[0],
                                                  port=ctx.advertised_address[1], rack=None)],
     )

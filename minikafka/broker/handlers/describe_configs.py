@@ -25,7 +25,7 @@ def _text(value: Any) -> str:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    broker = ctx.broker
+    services = ctx.services
     logs = ctx.storage
     Response = DescribeConfigsResponse[version]
     Result = Response.DescribeConfigsResult
@@ -45,15 +45,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     if name in overrides:
                         entries.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG, kind))
                     else:
-                        origin = STATIC_BROKER_CONFIG if source in broker.config.settings else DEFAULT_CONFIG
-                        entries.append((name, broker.config.topic_default(name), origin, kind))
+                        origin = STATIC_BROKER_CONFIG if source in services.config.settings else DEFAULT_CONFIG
+                        entries.append((name, services.config.topic_default(name), origin, kind))
         elif resource.resource_type == BROKER:
-            if resource.resource_name not in ("", str(broker.node_id)):
+            if resource.resource_name not in ("", str(services.node_id)):
                 error, message = ErrorCode.INVALID_REQUEST, f"unexpected broker id {resource.resource_name}"
             else:
                 for name, (kind, _default) in sorted(BROKER_DEFAULTS.items()):
-                    origin = STATIC_BROKER_CONFIG if name in broker.config.settings else DEFAULT_CONFIG
-                    entries.append((name, broker.config.get(name), origin, kind))
+                    origin = STATIC_BROKER_CONFIG if name in services.config.settings else DEFAULT_CONFIG
+                    entries.append((name, services.config.get(name), origin, kind))
         else:
             error, message = ErrorCode.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
         configs = []

@@ -87,16 +87,16 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[d
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    broker = ctx.broker
+    services = ctx.services
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     keys = [(t.topic, p.partition) for t in request.topics for p in t.partitions]
     while True:
         results, total = _read_all(ctx, request)
         errors = any(p["error_code"] for _, parts in results for p in parts)
         left = deadline - time.monotonic()
-        if total >= max(request.min_bytes, 1) or errors or left <= 0 or not broker.started:
+        if total >= max(request.min_bytes, 1) or errors or left <= 0 or not services.running():
             break
-        await broker.fetch_waiters.wait(keys, left)
+        await services.fetch_waiters.wait(keys, left)
 
     Response = FetchResponse[version]
     Topic = Response.FetchableTopicResponse

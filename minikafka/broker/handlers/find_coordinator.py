@@ -19,7 +19,7 @@ def _lookup(ctx: RequestContext, key_type: int) -> tuple[int, str | None]:
     """(error, message) for a key of ``key_type``."""
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
-    coordinator = ctx.broker.groups if key_type == GROUP else ctx.broker.transactions
+    coordinator = ctx.groups if key_type == GROUP else ctx.transactions
     if coordinator is None or not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
     return ErrorCode.NONE, None
@@ -27,11 +27,11 @@ def _lookup(ctx: RequestContext, key_type: int) -> tuple[int, str | None]:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    broker = ctx.broker
+    services = ctx.services
     Response = FindCoordinatorResponse[version]
     key_type = request.key_type if version >= 1 else GROUP
     error, message = _lookup(ctx, key_type)
-    node, host, port = (broker.node_id, *ctx.advertised_address) if not error else (-1, "", -1)
+    node, host, port = (services.node_id, *ctx.advertised_address) if not error else (-1, "", -1)
     if version >= 4:
         Coordinator = Response.Coordinator
         return Response(throttle_time_ms=0, coordinators=[

@@ -39,7 +39,7 @@ def _apply(ctx: RequestContext, overrides: dict[str, str], config: Any) -> None:
                              f"Can't {_OPERATIONS[op]} to key {name} because its type is not LIST.")
         current = overrides.get(name)
         if current is None:
-            current = changes.text(ctx.broker.config.topic_default(name))
+            current = changes.text(ctx.services.config.topic_default(name))
         items = _items(current)
         if op == APPEND:
             items += [v for v in _items(config.value) if v not in items]

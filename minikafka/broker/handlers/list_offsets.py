@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error = ErrorCode.INVALID_REQUEST
                 else:
                     old_style = legacy.offsets_before(partition_log, part.timestamp, part.max_num_offsets,
-                                                      ctx.broker.clock())
+                                                      ctx.services.clock())
             elif part.timestamp == LATEST:
                 offset = partition_log.last_stable_offset if committed else partition_log.high_watermark
             elif part.timestamp in (EARLIEST, EARLIEST_LOCAL):

@@ -22,17 +22,17 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def auto_create(ctx: RequestContext, name: str) -> ErrorCode:
     """Create ``name`` with the broker defaults; the error code for a name that cannot be created."""
-    broker = ctx.broker
+    services = ctx.services
     if topic_name_error(name) or collides(name, ctx.storage.topics()):
         return ErrorCode.INVALID_TOPIC_EXCEPTION
-    ctx.storage.create_topic(name, broker.config.get("num.partitions"), {})
-    log.info("auto-created topic %s with %d partition(s)", name, broker.config.get("num.partitions"))
+    ctx.storage.create_topic(name, services.config.get("num.partitions"), {})
+    log.info("auto-created topic %s with %d partition(s)", name, services.config.get("num.partitions"))
     return ErrorCode.NONE
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    broker = ctx.broker
+    services = ctx.services
     logs = ctx.storage
     Response = MetadataResponse[version]
     Topic = Response.MetadataResponseTopic
@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if info is None:
             if topic_name_error(name):
                 error = ErrorCode.INVALID_TOPIC_EXCEPTION
-            elif allow_auto and broker.config.get("auto.create.topics.enable") and not is_internal(name):
+            elif allow_auto and services.config.get("auto.create.topics.enable") and not is_internal(name):
                 error = auto_create(ctx, name)
             else:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -72,7 +72,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 out.append(Topic(error_code=error, name=name, topic_id=ZERO_UUID, is_internal=False,
                                  partitions=[]))
                 continue
-        node = broker.node_id
+        node = services.node_id
         partitions = [
             Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=0, replica_nodes=[node],
                       isr_nodes=[node], offline_replicas=[])
@@ -83,9 +83,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
     return Response(
         throttle_time_ms=0,
-        brokers=[Response.MetadataResponseBroker(node_id=broker.node_id, host=ctx.advertised_address[0],
+        brokers=[Response.MetadataResponseBroker(node_id=services.node_id, host=ctx.advertised_address[0],
                                                  port=ctx.advertised_address[1], rack=None)],
         cluster_id=logs.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=services.node_id,
         topics=out,
     )

@@ -38,9 +38,9 @@ def requested_offsets(ctx: RequestContext, request_topics: Any, committed: Calla
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
-    broker = ctx.broker
+    services = ctx.services
     groups = ctx.groups
-    now = broker.clock()
+    now = services.clock()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
 
     def committed(p: Any) -> CommittedOffset:

@@ -63,7 +63,7 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
     coordinator with ``tp`` in it (checked in-process, so a late retry after an abort cannot open
     a transaction nobody will close). The coordinator's answer as Produce reports it
     (``docs/semantics.md#txn-produce``)."""
-    coordinator = ctx.broker.transactions
+    coordinator = ctx.transactions
     if coordinator is None or not is_transactional_batch(batch):
         return
     producer_id, epoch = producer_of(batch)
@@ -81,7 +81,7 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     logs = ctx.storage
     version = ctx.api_version
     acks = request.acks
@@ -96,7 +96,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # producer id and epoch (ReplicaManager.handleProduceAppend)
     txn_producers = {transactional_producer(p.records) for t in request.topic_data for p in t.partition_data}
     mixed_producers = len(txn_producers - {None}) > 1
-    min_isr = broker.config.get("min.insync.replicas")
+    min_isr = services.config.get("min.insync.replicas")
     appended: list[Any] = []
     failed = False
     topics_out = []
@@ -122,7 +122,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if version >= 3:
                     batch = single_batch(part.records, version)
                 else:  # message format v0/v1 (minikafka.storage.legacy)
-                    batch = _legacy_batch(part.records, partition_log, broker.clock())
+                    batch = _legacy_batch(part.records, partition_log, services.clock())
                 if acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
                 if is_internal(topic.name) and ctx.client_id != "__admin_client":
@@ -140,8 +140,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                              topic.name, part.index, result.base_offset, ctx.client_id)
                 else:
                     appended.append(partition_log)
-                    broker.metrics.batches_appended += 1
-                    broker.metrics.records_appended += result.last_offset - result.base_offset + 1
+                    services.metrics.batches_appended += 1
+                    services.metrics.records_appended += result.last_offset - result.base_offset + 1
             except _NothingToAppend:
                 log_start = partition_log.log_start_offset if partition_log is not None else -1
             except KafkaError as exc:
@@ -163,9 +163,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                       log_append_time_ms=append_time, log_start_offset=log_start))
         topics_out.append(make(TopicResponse, name=topic.name, partition_responses=parts_out))
 
-    if broker.config.fsync and acks != 0:
+    if services.config.fsync and acks != 0:
         for partition_log in appended:
-            await broker.flusher.flush(partition_log)
+            await services.flusher.flush(partition_log)
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed on some partition")

@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         log.warning("closing connection from %s: SASL %s authentication failed: %s", ctx.connection.peer,
                     mechanism, exc)
         ctx.connection.answer(ctx.header, _response(version, ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)))
-        await delay_close(ctx.broker.config)
+        await delay_close(ctx.services.config)
         raise CloseConnection("SASL authentication failed") from None
     if session.complete:
         log.info("%s authenticated as %s with %s on listener %s", ctx.connection.peer, session.principal,

@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         log.warning("closing connection from %s: SASL mechanism %r is not enabled on listener %s (enabled: %s)",
                     ctx.connection.peer, mechanism, session.listener.name, ", ".join(enabled))
         ctx.connection.answer(ctx.header, Response(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled))
-        await delay_close(ctx.broker.config)
+        await delay_close(ctx.services.config)
         raise CloseConnection(f"unsupported SASL mechanism {mechanism!r}")
     session.begin(mechanism, ctx.api_version)
     return Response(error_code=ErrorCode.NONE, mechanisms=enabled)

@@ -23,7 +23,7 @@ from minikafka.errors import ErrorCode
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     groups = ctx.groups
-    now = ctx.broker.clock()
+    now = ctx.services.clock()
 
     def committed(p: Any) -> CommittedOffset:
         return CommittedOffset(offset=p.committed_offset,
