@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from minikafka.broker.context import RequestContext
 from minikafka.config import BROKER_DEFAULTS, TOPIC_CONFIG_SOURCES, parse_topic_configs
 from minikafka.errors import ErrorCode, KafkaError
 
+if TYPE_CHECKING:
+    from kafka.protocol.admin import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
+
 log = logging.getLogger("minikafka.admin")
+#: the response of the API asked: AlterConfigs or IncrementalAlterConfigs
+R = TypeVar("R", "AlterConfigsResponse", "IncrementalAlterConfigsResponse")
 
 # Kafka's ConfigResource.Type values.
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -79,8 +89,8 @@ def set_topic_overrides(ctx: RequestContext, topic: str, overrides: Mapping[str,
             ctx.storage.alter_topic_configs(topic, dict(overrides))
 
 
-def respond(ctx: RequestContext, request: Any, Response: Any,
-            alter: Callable[[RequestContext, Any, bool], None]) -> Any:
+def respond(ctx: RequestContext, request: AlterConfigsRequest | IncrementalAlterConfigsRequest,
+            Response: type[R], alter: Callable[[RequestContext, Any, bool], None]) -> R:
     """One result per resource: ``alter`` checks (and unless validate_only applies) it, a KafkaError
     becoming that resource's error; a resource named twice is refused as Kafka refuses it."""
     Result = Response.AlterConfigsResourceResponse

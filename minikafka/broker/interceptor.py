@@ -9,13 +9,16 @@ broker in production has none and pays one ``is None`` check per request.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from minikafka.broker.context import RequestContext
 from minikafka.protocol.apis import ApiSpec
 
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
 
 class RequestInterceptor(Protocol):
-    async def dispatch(self, spec: ApiSpec, ctx: RequestContext, request: Any) -> Any:
+    async def dispatch(self, spec: ApiSpec, ctx: RequestContext, request: Any) -> ApiMessage | None:
         """Answer ``request`` (usually through ``spec.handler``); None means no response."""
         ...

@@ -39,6 +39,8 @@ from minikafka.storage.log_manager import LogManager
 from minikafka.storage.producer_ids import ProducerIdAllocator
 
 if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
     from minikafka.broker.sasl import UserStore
 
 log = logging.getLogger("minikafka.broker")
@@ -289,7 +291,7 @@ class Broker:
             return api_version >= 3
         return spec.flexible(api_version) if spec.supports(api_version) else False
 
-    async def dispatch(self, spec: ApiSpec, ctx: RequestContext, request: Any) -> Any:
+    async def dispatch(self, spec: ApiSpec, ctx: RequestContext, request: Any) -> ApiMessage | None:
         if self.interceptor is not None:
             return await self.interceptor.dispatch(spec, ctx, request)
         return await spec.handler(ctx, request)

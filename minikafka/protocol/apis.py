@@ -12,9 +12,17 @@ import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
+    from minikafka.broker.context import RequestContext
+
+#: A handler module's ``handle(ctx, request)``. Each handler takes its own API's request family (e.g.
+#: ``DeleteRecordsRequest``), so the table can only say "a request"; the answer is that API's
+#: response, or None when nothing is sent back (Produce with acks=0).
+Handler = Callable[["RequestContext", Any], Awaitable["ApiMessage | None"]]
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,13 @@ is INVALID_PRODUCER_EPOCH before v2.
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.producer import AddOffsetsToTxnResponse
+from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     version = ctx.api_version
     coordinator = ctx.transactions
     if request.group_id is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.producer import AddPartitionsToTxnResponse
+from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.topics import is_internal
@@ -40,7 +40,7 @@ def partition_errors(ctx: RequestContext, wanted: list[tuple[str, int]]) -> dict
     return errors
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
     version = ctx.api_version
     Response = AddPartitionsToTxnResponse[version]
     Topic = Response.AddPartitionsToTxnTopicResult

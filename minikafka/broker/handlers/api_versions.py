@@ -6,7 +6,7 @@ import re
 import struct
 from typing import Any
 
-from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode
@@ -22,7 +22,7 @@ def unsupported_version_body(table: dict[int, ApiSpec]) -> bytes:
     return struct.pack(">hihhh", ErrorCode.UNSUPPORTED_VERSION, 1, API_KEY, spec.min_version, spec.max_version)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     version = ctx.api_version
     Response = ApiVersionsResponse[version]
     error = ErrorCode.NONE

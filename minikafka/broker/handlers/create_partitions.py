@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.admin import CreatePartitionsResponse
+from kafka.protocol.admin import CreatePartitionsRequest, CreatePartitionsResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.handlers.create_topics import LIMIT_SETTING
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     services = ctx.services
     logs = ctx.storage
     Response = CreatePartitionsResponse[ctx.api_version]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsResponse
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.topics import collides, topic_name_error
@@ -62,7 +62,7 @@ def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, d
     return partitions, replication, configs
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     version = ctx.api_version
     services = ctx.services
     Response = CreateTopicsResponse[version]

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.admin import DeleteGroupsResponse
+from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
 
 from minikafka.broker.context import RequestContext
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     version = ctx.api_version
     groups = ctx.groups
     names = list(request.groups_names)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.admin import DeleteRecordsResponse
+from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode, KafkaError
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     logs = ctx.storage
     Response = DeleteRecordsResponse[ctx.api_version]
     Topic = Response.DeleteRecordsTopicResult

@@ -6,7 +6,7 @@ import logging
 import uuid
 from typing import Any
 
-from kafka.protocol.admin import DeleteTopicsResponse
+from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.topics import is_internal
@@ -16,7 +16,7 @@ log = logging.getLogger("minikafka.admin")
 ZERO_UUID = uuid.UUID(int=0)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = ctx.api_version
     services = ctx.services
     logs = ctx.storage

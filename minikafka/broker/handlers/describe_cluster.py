@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.admin import DescribeClusterResponse
+from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     version = ctx.api_version
     services = ctx.services
     Response = DescribeClusterResponse[version]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import DescribeConfigsResponse
+from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.config import BROKER_DEFAULTS, TOPIC_CONFIG_SOURCES, parse_topic_configs
@@ -23,7 +23,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     version = ctx.api_version
     services = ctx.services
     logs = ctx.storage

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import DescribeGroupsResponse
+from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.admin import GROUP_OPERATIONS
@@ -16,7 +16,7 @@ from minikafka.broker.groups.group import GroupState
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     version = ctx.api_version
     groups = ctx.groups
     Response = DescribeGroupsResponse[version]

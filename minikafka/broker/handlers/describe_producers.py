@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.admin import DescribeProducersResponse
+from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
     logs = ctx.storage
     Response = DescribeProducersResponse[ctx.api_version]
     Topic = Response.TopicResponse

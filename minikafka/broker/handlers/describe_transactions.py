@@ -6,14 +6,12 @@ state name, timeout, start time (-1 without a transaction), producer id/epoch an
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.admin import DescribeTransactionsResponse
+from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
 
 from minikafka.broker.context import RequestContext
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     coordinator = ctx.transactions
     Response = DescribeTransactionsResponse[ctx.api_version]
     State = Response.TransactionState

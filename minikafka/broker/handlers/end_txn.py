@@ -8,15 +8,13 @@ PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2 (``docs/semantics.md#txn-end
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.producer import EndTxnResponse
+from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     version = ctx.api_version
     coordinator = ctx.transactions
     error = await coordinator.end_transaction(request.transactional_id, request.producer_id,

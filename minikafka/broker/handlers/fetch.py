@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode, KafkaError
@@ -85,7 +85,7 @@ def _read_all(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[d
     return out, total
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     version = ctx.api_version
     services = ctx.services
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000

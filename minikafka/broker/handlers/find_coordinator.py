@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.metadata import FindCoordinatorResponse
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode
@@ -25,7 +25,7 @@ def _lookup(ctx: RequestContext, key_type: int) -> tuple[int, str | None]:
     return ErrorCode.NONE, None
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     version = ctx.api_version
     services = ctx.services
     Response = FindCoordinatorResponse[version]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import HeartbeatResponse
+from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse
 
 from minikafka.broker.context import RequestContext
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     version = ctx.api_version
     groups = ctx.groups
     error = groups.heartbeat(request.group_id, request.member_id or "",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import IncrementalAlterConfigsResponse
+from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
 from minikafka.broker import config_changes as changes
 from minikafka.broker.context import RequestContext
@@ -69,5 +69,5 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     return changes.respond(ctx, request, IncrementalAlterConfigsResponse[ctx.api_version], _alter)

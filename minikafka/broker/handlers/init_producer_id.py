@@ -9,15 +9,13 @@ only exists from v4; older versions get INVALID_PRODUCER_EPOCH instead (``docs/s
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.producer import InitProducerIdResponse
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     version = ctx.api_version
     Response = InitProducerIdResponse[version]
     pid_in = getattr(request, "producer_id", -1) if version >= 3 else -1

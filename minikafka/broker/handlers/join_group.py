@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import JoinGroupResponse
+from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 
 from minikafka.broker.context import RequestContext
 
@@ -20,7 +20,7 @@ def client_host(ctx: RequestContext) -> str:
     return "/" + ctx.connection.peer.rpartition(":")[0]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     groups = ctx.groups
     session_timeout = request.session_timeout_ms

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import LeaveGroupResponse
+from kafka.protocol.consumer import LeaveGroupRequest, LeaveGroupResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = ctx.api_version
     groups = ctx.groups
     Response = LeaveGroupResponse[version]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import ListGroupsResponse
+from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.admin import CLASSIC
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     version = ctx.api_version
     groups = ctx.groups
     states = request.states_filter if version >= 4 else []

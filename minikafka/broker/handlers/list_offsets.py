@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import ListOffsetsResponse
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode, KafkaError
@@ -23,7 +23,7 @@ EARLIEST_LOCAL = -4
 READ_COMMITTED = 1
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     version = ctx.api_version
     logs = ctx.storage
     Response = ListOffsetsResponse[version]

@@ -7,14 +7,12 @@ running longer than that many milliseconds). Empty filters match everything.
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.admin import ListTransactionsResponse
+from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse
 
 from minikafka.broker.context import RequestContext
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     version = ctx.api_version
     coordinator = ctx.transactions
     duration = request.duration_filter if version >= 1 else -1

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
-from kafka.protocol.metadata import MetadataResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.topics import collides, is_internal, topic_name_error
@@ -30,7 +29,7 @@ def auto_create(ctx: RequestContext, name: str) -> ErrorCode:
     return ErrorCode.NONE
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     version = ctx.api_version
     services = ctx.services
     logs = ctx.storage

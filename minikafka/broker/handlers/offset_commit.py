@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kafka.protocol.consumer import OffsetCommitResponse
+from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.records import CommittedOffset
@@ -36,7 +36,7 @@ def requested_offsets(ctx: RequestContext, request_topics: Any, committed: Calla
     return errors, offsets
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
     services = ctx.services
     groups = ctx.groups

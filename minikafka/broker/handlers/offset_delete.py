@@ -6,15 +6,13 @@ A group with members keeps the offsets of topics it is subscribed to
 
 from __future__ import annotations
 
-from typing import Any
-
-from kafka.protocol.consumer import OffsetDeleteResponse
+from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     groups = ctx.groups
     topics = ctx.storage.topics()
     errors: dict[tuple[str, int], int] = {}

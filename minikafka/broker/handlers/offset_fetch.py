@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import OffsetFetchResponse
+from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.coordinator import GroupCoordinator
@@ -44,7 +44,7 @@ def _fetch(groups: GroupCoordinator, group_id: str | None, topics: Any, partitio
     return error, list(by_topic.items())
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     version = ctx.api_version
     groups = ctx.groups
     Response = OffsetFetchResponse[version]

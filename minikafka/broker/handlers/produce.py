@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka.protocol.producer import ProduceResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.topics import is_internal
@@ -80,7 +80,7 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the transaction is being completed; retry")
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     services = ctx.services
     logs = ctx.storage
     version = ctx.api_version

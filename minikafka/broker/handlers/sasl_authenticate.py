@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka.protocol.sasl import SaslAuthenticateResponse
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.sasl import SaslFailure, SaslSession, delay_close
@@ -18,16 +18,16 @@ from minikafka.errors import ErrorCode
 log = logging.getLogger("minikafka.sasl")
 
 
-def _response(version: int, error: int, message: str | None, token: bytes = b"") -> Any:
+def _response(version: int, error: int, message: str | None, token: bytes = b"") -> SaslAuthenticateResponse:
     fields: dict[str, Any] = {"error_code": error, "error_message": message, "auth_bytes": token}
     if version >= 1:
         fields["session_lifetime_ms"] = 0
     return SaslAuthenticateResponse[version](**fields)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     version = ctx.api_version
-    session: SaslSession | None = getattr(ctx.connection, "sasl", None)
+    session = ctx.connection.sasl
     if session is None or session.state != SaslSession.AUTHENTICATE or session.raw_tokens:
         why = ("SaslAuthenticate request received after successful authentication"
                if session is None or session.complete else "SaslAuthenticate request received before SaslHandshake v1")

@@ -8,9 +8,8 @@ UNSUPPORTED_SASL_MECHANISM and the enabled mechanisms, then the connection is cl
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from kafka.protocol.sasl import SaslHandshakeResponse
+from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.sasl import SaslSession, delay_close
@@ -19,9 +18,9 @@ from minikafka.errors import ErrorCode
 log = logging.getLogger("minikafka.sasl")
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: SaslHandshakeRequest) -> SaslHandshakeResponse:
     Response = SaslHandshakeResponse[ctx.api_version]
-    session: SaslSession | None = getattr(ctx.connection, "sasl", None)
+    session = ctx.connection.sasl
     if session is None or session.state != SaslSession.HANDSHAKE:
         return Response(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     enabled = list(session.listener.sasl_mechanisms)

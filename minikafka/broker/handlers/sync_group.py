@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import SyncGroupResponse
+from kafka.protocol.consumer import SyncGroupRequest, SyncGroupResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.group import SyncResult
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     version = ctx.api_version
     groups = ctx.groups
     protocol_type = request.protocol_type if version >= 5 else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.producer import TxnOffsetCommitResponse
+from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.records import CommittedOffset
@@ -20,7 +20,7 @@ from minikafka.broker.handlers.offset_commit import requested_offsets
 from minikafka.errors import ErrorCode
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     version = ctx.api_version
     groups = ctx.groups
     now = ctx.services.clock()
