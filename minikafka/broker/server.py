@@ -165,7 +165,8 @@ class Broker:
         self._server = self.listeners.servers[0]
         self.port = self.listeners.primary.port
         self._background = [
-            asyncio.create_task(close_idle_connections(self.config, self._connections)),  # [limits] connections.max.idle.ms
+            # [limits] connections.max.idle.ms
+            asyncio.create_task(close_idle_connections(self.config, self._connections)),
             asyncio.create_task(self._every("log.retention.check.interval.ms", self._retention)),
             asyncio.create_task(
                 self._every("producer.id.expiration.check.interval.ms", self._expire_producers)
