@@ -13,6 +13,7 @@ from typing import Any
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from minikafka.broker.context import RequestContext
+from minikafka.broker.partition_answers import per_partition
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage import legacy
 
@@ -30,50 +31,48 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     Topic = Response.ListOffsetsTopicResponse
     Partition = Topic.ListOffsetsPartitionResponse
     committed = version >= 2 and request.isolation_level == READ_COMMITTED
-    topics_out = []
-    for topic in request.topics:
-        parts = []
-        for part in topic.partitions:
-            partition_log = logs.get_log(topic.name, part.partition_index)
-            error, offset, timestamp = ErrorCode.NONE, -1, -1
-            old_style: list[int] = []
-            if partition_log is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif version == 0:  # segment start offsets (minikafka.storage.legacy)
-                if part.max_num_offsets < 0:
-                    error = ErrorCode.INVALID_REQUEST
-                else:
-                    old_style = legacy.offsets_before(partition_log, part.timestamp, part.max_num_offsets,
-                                                      ctx.services.clock())
-            elif part.timestamp == LATEST:
-                offset = partition_log.last_stable_offset if committed else partition_log.high_watermark
-            elif part.timestamp in (EARLIEST, EARLIEST_LOCAL):
-                offset = partition_log.log_start_offset
-            elif part.timestamp < 0 and part.timestamp != MAX_TIMESTAMP:
+
+    def answer(topic: str, part: Any) -> Any:
+        partition_log = logs.get_log(topic, part.partition_index)
+        error, offset, timestamp = ErrorCode.NONE, -1, -1
+        old_style: list[int] = []
+        if partition_log is None:
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif version == 0:  # segment start offsets (minikafka.storage.legacy)
+            if part.max_num_offsets < 0:
                 error = ErrorCode.INVALID_REQUEST
             else:
-                try:  # these two decode the records of one batch, which may be undecodable
-                    if part.timestamp == MAX_TIMESTAMP:
-                        offset, timestamp = partition_log.max_timestamp_offset()
-                    else:
-                        found = partition_log.offset_for_timestamp(part.timestamp)
-                        if found is not None:
-                            offset, timestamp = found
-                except KafkaError as exc:
-                    error = exc.code
-                readable_end = partition_log.last_stable_offset if committed else partition_log.high_watermark
-                if offset >= readable_end:
-                    offset, timestamp = -1, -1
-            fields: dict[str, Any] = {
-                "partition_index": part.partition_index,
-                "error_code": error,
-                "timestamp": timestamp,
-                "offset": offset,
-            }
-            if version == 0:
-                fields["old_style_offsets"] = old_style
-            if version >= 4:
-                fields["leader_epoch"] = 0 if offset >= 0 else -1
-            parts.append(Partition(**fields))
-        topics_out.append(Topic(name=topic.name, partitions=parts))
-    return Response(throttle_time_ms=0, topics=topics_out)
+                old_style = legacy.offsets_before(partition_log, part.timestamp, part.max_num_offsets,
+                                                  ctx.services.clock())
+        elif part.timestamp == LATEST:
+            offset = partition_log.last_stable_offset if committed else partition_log.high_watermark
+        elif part.timestamp in (EARLIEST, EARLIEST_LOCAL):
+            offset = partition_log.log_start_offset
+        elif part.timestamp < 0 and part.timestamp != MAX_TIMESTAMP:
+            error = ErrorCode.INVALID_REQUEST
+        else:
+            try:  # these two decode the records of one batch, which may be undecodable
+                if part.timestamp == MAX_TIMESTAMP:
+                    offset, timestamp = partition_log.max_timestamp_offset()
+                else:
+                    found = partition_log.offset_for_timestamp(part.timestamp)
+                    if found is not None:
+                        offset, timestamp = found
+            except KafkaError as exc:
+                error = exc.code
+            readable_end = partition_log.last_stable_offset if committed else partition_log.high_watermark
+            if offset >= readable_end:
+                offset, timestamp = -1, -1
+        fields: dict[str, Any] = {
+            "partition_index": part.partition_index,
+            "error_code": error,
+            "timestamp": timestamp,
+            "offset": offset,
+        }
+        if version == 0:
+            fields["old_style_offsets"] = old_style
+        if version >= 4:
+            fields["leader_epoch"] = 0 if offset >= 0 else -1
+        return Partition(**fields)
+
+    return Response(throttle_time_ms=0, topics=per_partition(Topic, request.topics, answer))

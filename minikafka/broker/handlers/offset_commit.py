@@ -15,25 +15,15 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.records import CommittedOffset
-from minikafka.errors import ErrorCode
+from minikafka.broker.partition_answers import error_answers, known_partitions
 
 
 def requested_offsets(ctx: RequestContext, request_topics: Any, committed: Callable[[Any], CommittedOffset]
                       ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], CommittedOffset]]:
     """(UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, the offsets to store for the
     others, built by ``committed`` from each partition entry); shared with TxnOffsetCommit."""
-    topics = ctx.storage.topics()
-    errors: dict[tuple[str, int], int] = {}
-    offsets: dict[tuple[str, int], CommittedOffset] = {}
-    for topic in request_topics:
-        info = topics.get(topic.name) if topic.name is not None else None
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if info is None or not 0 <= p.partition_index < info.partitions:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                offsets[tp] = committed(p)
-    return errors, offsets
+    errors, known = known_partitions(ctx.storage.topics(), request_topics)
+    return errors, {tp: committed(p) for tp, p in known}
 
 
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
@@ -65,14 +55,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     Response = OffsetCommitResponse[version]
     Topic = Response.OffsetCommitResponseTopic
     Partition = Topic.OffsetCommitResponsePartition
-    out = [
-        Topic(name=topic.name, partitions=[
-            Partition(partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)])
-            for p in topic.partitions
-        ])
-        for topic in request.topics
-    ]
-    fields: dict[str, Any] = {"topics": out}
+    fields: dict[str, Any] = {"topics": error_answers(Topic, Partition, request.topics, errors)}
     if version >= 3:
         fields["throttle_time_ms"] = 0
     return Response(**fields)

@@ -17,6 +17,7 @@ from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitRespo
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.records import CommittedOffset
 from minikafka.broker.handlers.offset_commit import requested_offsets
+from minikafka.broker.partition_answers import error_answers
 from minikafka.errors import ErrorCode
 
 
@@ -46,10 +47,4 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     Response = TxnOffsetCommitResponse[version]
     Topic = Response.TxnOffsetCommitResponseTopic
     Partition = Topic.TxnOffsetCommitResponsePartition
-    return Response(throttle_time_ms=0, topics=[
-        Topic(name=topic.name, partitions=[
-            Partition(partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)])
-            for p in topic.partitions
-        ])
-        for topic in request.topics
-    ])
+    return Response(throttle_time_ms=0, topics=error_answers(Topic, Partition, request.topics, errors))
