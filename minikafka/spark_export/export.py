@@ -24,20 +24,18 @@ import threading
 import time
 from typing import Any, TextIO
 
-from minikafka.spark_export.upload import parse_key_values
+from minikafka.spark_export.upload import data_dir_command, parse_key_values
 
 FORMATS = ("parquet", "json", "csv")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``export`` sub-command to an argparse ``subparsers`` object."""
-    p = subparsers.add_parser(
-        "export",
-        help="write the records of a data directory to Parquet/JSON/CSV with Spark",
-        description="Read minikafka's (or Kafka's) log segments with Spark and write them out. "
+    p = data_dir_command(
+        subparsers, "export", "write the records of a data directory to Parquet/JSON/CSV with Spark",
+        "Read minikafka's (or Kafka's) log segments with Spark and write them out. "
         "Needs the 'spark' extra (pyspark >= 4.0).",
     )
-    p.add_argument("--data-dir", required=True, help="the broker's data directory (log.dirs)")
     p.add_argument("--out", required=True, help="output directory (Spark writes one file per task)")
     p.add_argument("--format", choices=FORMATS, default="parquet", help="output format (default parquet)")
     p.add_argument("--topics", nargs="+", metavar="TOPIC",

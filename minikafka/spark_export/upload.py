@@ -19,14 +19,20 @@ import time
 from typing import Any
 
 
+def data_dir_command(subparsers: Any, name: str, summary: str, description: str) -> argparse.ArgumentParser:
+    """Add a sub-command that reads a broker's data directory (``--data-dir``, shared by
+    ``export`` and ``upload``) to an argparse ``subparsers`` object."""
+    p = subparsers.add_parser(name, help=summary, description=description)
+    p.add_argument("--data-dir", required=True, help="the broker's data directory (log.dirs)")
+    return p
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "upload",
-        help="copy a data directory to object storage (s3://bucket/prefix) for Spark to read",
-        description="Copy a broker's data directory to any file system pyarrow writes (S3 and S3-compatible "
+    p = data_dir_command(
+        subparsers, "upload", "copy a data directory to object storage (s3://bucket/prefix) for Spark to read",
+        "Copy a broker's data directory to any file system pyarrow writes (S3 and S3-compatible "
         "stores, gs://, hdfs://, or a local path). Needs the 'spark' extra (pyarrow).",
     )
-    p.add_argument("--data-dir", required=True, help="the broker's data directory (log.dirs)")
     p.add_argument("--to", required=True, metavar="URL", help="destination, e.g. s3://bucket/prefix")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="connection option, e.g. fs.s3a.endpoint=http://host:9000, fs.s3a.access.key=...")
