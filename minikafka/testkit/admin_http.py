@@ -35,7 +35,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import HttpVersion11, web
@@ -217,19 +218,13 @@ class AdminServer:
         return _json(200, self.control.status())
 
     async def _roll(self, body: Any) -> Response:
-        try:
-            rolled = self.control.roll_segments(_field(body, "topic", str, None),
-                                                _field(body, "partition", int, None))
-        except KeyError as exc:
-            raise HttpError(404, str(exc.args[0])) from None
+        with _unknown_is_404():
+            rolled = self.control.roll_segments(*_topic_partition(body))
         return _json(200, {"rolled": rolled})
 
     async def _expire(self, body: Any) -> Response:
-        try:
-            count = self.control.expire_producers(_field(body, "topic", str, None),
-                                                  _field(body, "partition", int, None))
-        except KeyError as exc:
-            raise HttpError(404, str(exc.args[0])) from None
+        with _unknown_is_404():
+            count = self.control.expire_producers(*_topic_partition(body))
         return _json(200, {"expired": count})
 
     async def _topics(self, _body: Any) -> Response:
@@ -251,10 +246,8 @@ class AdminServer:
             number = int(partition)
         except ValueError:
             raise HttpError(400, f"partition must be a number, not {partition!r}") from None
-        try:
+        with _unknown_is_404():
             return _json(200, self.control.partition_state(topic, number))
-        except KeyError as exc:
-            raise HttpError(404, str(exc.args[0])) from None
 
 
 def _request_factory(message: RawRequestMessage, payload: StreamReader, protocol: RequestHandler,
@@ -279,6 +272,20 @@ def _parse_body(body: bytes) -> Any:
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise HttpError(400, f"body is not JSON: {exc}") from None
+
+
+@contextmanager
+def _unknown_is_404() -> Iterator[None]:
+    """The control's KeyError for an unknown topic or partition answers 404 with its message."""
+    try:
+        yield
+    except KeyError as exc:
+        raise HttpError(404, str(exc.args[0])) from None
+
+
+def _topic_partition(body: Any) -> tuple[str | None, int | None]:
+    """The optional ``topic`` and ``partition`` a control action is limited to (None: all)."""
+    return _field(body, "topic", str, None), _field(body, "partition", int, None)
 
 
 def _field(body: Any, name: str, kind: type, default: Any) -> Any:
