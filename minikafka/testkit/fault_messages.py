@@ -10,8 +10,8 @@ API minikafka serves and for those added later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 _TOPIC_FIELDS = ("name", "topic")
 _PARTITION_FIELDS = ("index", "partition_index", "partition")
@@ -39,6 +39,7 @@ _NO_VALUE: dict[str, Any] = {
 
 #: matches (topic, partition-or-None) pairs; partition is None for a topic-level entry
 Selector = Callable[[str, int | None], bool]
+K = TypeVar("K", str, int)
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -145,21 +146,24 @@ def rewrite_errors(response: Any, selected: Selector | None, code: int, message:
     count = 0
     if selected is None and set_error(response, code, message):
         count += 1
-    for array in _topic_arrays(response):
-        for entry in getattr(response, array) or []:
-            topic = _topic_name(entry)
-            if topic is None:
-                continue
-            if (selected is None or selected(topic, None)) and set_error(entry, code, message):
+    for topic, entry in _named_entries(response, _topic_arrays(response), _topic_name):
+        if (selected is None or selected(topic, None)) and set_error(entry, code, message):
+            count += 1
+        for partition, item in _named_entries(entry, _partition_arrays(entry), _partition_number):
+            if (selected is None or selected(topic, partition)) and set_error(item, code, message):
                 count += 1
-            for parray in _partition_arrays(entry):
-                for item in getattr(entry, parray) or []:
-                    partition = _partition_number(item)
-                    if partition is None:
-                        continue
-                    if (selected is None or selected(topic, partition)) and set_error(item, code, message):
-                        count += 1
     return count
+
+
+def _named_entries(message: Any, arrays: Iterable[str], name_of: Callable[[Any], K | None]
+                   ) -> Iterator[tuple[K, Any]]:
+    """The entries of ``message``'s ``arrays`` with their topic name or partition number
+    (``name_of``); entries without one are left out."""
+    for array in arrays:
+        for entry in getattr(message, array) or []:
+            name = name_of(entry)
+            if name is not None:
+                yield name, entry
 
 
 class SplitRequest:
@@ -248,7 +252,7 @@ class SplitRequest:
             if partitions is None:
                 if (topic, None) in removed:
                     entry = _new_entry(topic_cls, version)
-                    _set_topic(entry, topic)
+                    _set_first_field(entry, _TOPIC_FIELDS, topic)
                     set_error(entry, code, message)
                 if entry is not None:
                     out.append(entry)
@@ -259,7 +263,7 @@ class SplitRequest:
                 continue
             if entry is None:
                 entry = _new_entry(topic_cls, version)
-                _set_topic(entry, topic)
+                _set_first_field(entry, _TOPIC_FIELDS, topic)
             parrays = [a for a in _partition_arrays(entry) if not _is_number_array(_fields(entry)[a], a)]
             if not parrays:
                 set_error(entry, code, message)
@@ -272,7 +276,7 @@ class SplitRequest:
             for p in partitions:
                 if (topic, p) in removed:
                     item = _new_entry(part_cls, version)
-                    _set_partition(item, p)
+                    _set_first_field(item, _PARTITION_FIELDS, p)
                     set_error(item, code, message)
                     merged.append(item)
                 elif p in have:
@@ -291,17 +295,10 @@ def _new_entry(cls: Any, version: int | None) -> Any:
         return cls()
 
 
-def _set_topic(entry: Any, topic: str) -> None:
+def _set_first_field(entry: Any, names: tuple[str, ...], value: Any) -> None:
+    """Set the first of ``names`` that ``entry`` has (the counterpart of :func:`_first_field`)."""
     fields = _fields(entry)
-    for name in _TOPIC_FIELDS:
+    for name in names:
         if name in fields:
-            setattr(entry, name, topic)
-            return
-
-
-def _set_partition(entry: Any, partition: int) -> None:
-    fields = _fields(entry)
-    for name in _PARTITION_FIELDS:
-        if name in fields:
-            setattr(entry, name, partition)
+            setattr(entry, name, value)
             return
