@@ -100,13 +100,19 @@ def _parse_trigger(trigger: Any, n: Any) -> tuple[str, int]:
         raise FaultRuleError(f"trigger must be one of {', '.join(TRIGGERS)}, got {trigger!r}")
     if n is None:
         n = 1
+    return text, _whole_number(n, 1, "n must be a positive integer", "n must be a positive integer")
+
+
+def _whole_number(value: Any, minimum: int, not_a_number: str, too_small: str) -> int:
+    """``value`` as an int of at least ``minimum``, else a FaultRuleError: ``not_a_number`` or
+    ``too_small``, followed by the value given."""
     try:
-        number = int(n)
+        number = int(value)
     except (TypeError, ValueError):
-        raise FaultRuleError(f"n must be a positive integer, got {n!r}") from None
-    if number < 1:
-        raise FaultRuleError(f"n must be a positive integer, got {n!r}")
-    return text, number
+        raise FaultRuleError(f"{not_a_number}, got {value!r}") from None
+    if number < minimum:
+        raise FaultRuleError(f"{too_small}, got {value!r}")
+    return number
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -266,13 +272,7 @@ def _millis(spec: Mapping[str, Any], name: str, default: int | None) -> Any:
         return default
     if isinstance(value, bool):
         raise FaultRuleError(f"{name} must be a number of milliseconds, got {value!r}")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise FaultRuleError(f"{name} must be a number of milliseconds, got {value!r}") from None
-    if number < 0:
-        raise FaultRuleError(f"{name} must not be negative, got {value!r}")
-    return number
+    return _whole_number(value, 0, f"{name} must be a number of milliseconds", f"{name} must not be negative")
 
 
 def _error_name(code: int) -> str:
