@@ -229,6 +229,11 @@ def parse_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def list_setting(text: str) -> list[str]:
+    """The items of a comma-separated setting (Kafka's LIST type), stripped, empty ones left out."""
+    return [item for item in (part.strip() for part in text.split(",")) if item]
+
+
 def setting_base_name(name: str) -> str:
     """``listener.name.<listener>.<setting>`` -> ``<setting>``; other names unchanged."""
     if name.startswith("listener.name.") and name.count(".") >= 3:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from minikafka.config import BrokerConfig
+from minikafka.config import BrokerConfig, list_setting
 
 if TYPE_CHECKING:
     from minikafka.broker.connection import Connection
@@ -36,9 +36,7 @@ log = logging.getLogger("minikafka.limits")
 
 def _parse_overrides(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
+    for item in list_setting(text):
         host, sep, count = item.rpartition(":")
         if not sep or not host or not count.strip().lstrip("-").isdigit():
             raise ValueError(f"max.connections.per.ip.overrides: {item!r} is not host:count")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minikafka.broker.acceptor import Acceptor, bind_sockets
-from minikafka.config import BrokerConfig
+from minikafka.config import BrokerConfig, list_setting
 from minikafka.startup_errors import BindError, ConfigError, KeyMaterialError, bind_reason
 
 PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
@@ -89,9 +89,7 @@ def listener_setting(config: BrokerConfig, listener_name: str, key: str) -> Any:
 
 def _parse_endpoints(text: str, setting: str) -> list[tuple[str, str, int]]:
     out: list[tuple[str, str, int]] = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
+    for item in list_setting(text):
         match = _ENDPOINT.match(item)
         if match is None:
             raise ListenerConfigError(f"{setting}: {item!r} is not NAME://host:port")
@@ -108,9 +106,7 @@ def _parse_endpoints(text: str, setting: str) -> list[tuple[str, str, int]]:
 
 def parse_protocol_map(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
+    for item in list_setting(text):
         name, sep, protocol = item.partition(":")
         protocol = protocol.strip().upper()
         if not sep or protocol not in PROTOCOLS:
@@ -152,9 +148,8 @@ def prepare(config: BrokerConfig, listener: Listener) -> Listener:
     if listener.uses_sasl:
         from minikafka.broker.sasl import SUPPORTED_MECHANISMS
 
-        wanted = [m.strip().upper() for m in str(listener_setting(config, listener.name,
-                                                                  "sasl.enabled.mechanisms")).split(",")
-                  if m.strip()]
+        wanted = [m.upper() for m in list_setting(str(listener_setting(config, listener.name,
+                                                                         "sasl.enabled.mechanisms")))]
         unknown = [m for m in wanted if m not in SUPPORTED_MECHANISMS]
         if unknown or not wanted:
             raise ListenerConfigError(f"listener {listener.name}: sasl.enabled.mechanisms {wanted} — minikafka "

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import scramp
 from scramp.utils import ServerError
 
-from minikafka.config import BrokerConfig
+from minikafka.config import BrokerConfig, list_setting
 from minikafka.protocol.framing import frame
 from minikafka.protocol.headers import MalformedRequest, parse_request_header
 
@@ -86,12 +86,10 @@ class UserStore:
     @classmethod
     def from_config(cls, config: BrokerConfig) -> UserStore:
         passwords: dict[str, str] = {}
-        for item in str(config.get("minikafka.sasl.users")).split(","):
-            if not item.strip():
-                continue
-            user, sep, password = item.strip().partition(":")
+        for item in list_setting(str(config.get("minikafka.sasl.users"))):
+            user, sep, password = item.partition(":")
             if not sep or not user:
-                raise ValueError(f"minikafka.sasl.users: {item.strip()!r} is not user:password")
+                raise ValueError(f"minikafka.sasl.users: {item!r} is not user:password")
             passwords[user] = password
         path = str(config.get("minikafka.sasl.users.file")).strip()
         if path:
