@@ -188,16 +188,12 @@ class SplitRequest:
             kept_entries = []
             order: list[tuple[str, list[int] | None]] = []
             for entry in getattr(self.request, array) or []:
-                if isinstance(entry, str):
-                    order.append((entry, None))
-                    if self.selected(entry, None):
-                        self.removed.append((entry, None))
-                    else:
-                        kept_entries.append(entry)
-                    continue
-                topic = _topic_name(entry)
-                parrays = list(_partition_arrays(entry))
-                partitions = [p for parray in parrays for p in _partitions_of(entry, parray)]
+                if isinstance(entry, str):  # a plain topic name
+                    topic, parrays, partitions = entry, [], []
+                else:
+                    topic = _topic_name(entry)
+                    parrays = list(_partition_arrays(entry))
+                    partitions = [p for parray in parrays for p in _partitions_of(entry, parray)]
                 if topic is None:
                     kept_entries.append(entry)
                     continue
