@@ -55,6 +55,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -101,13 +102,11 @@ class CleanerConfig:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CleanerConfig:
-        def num(name: str) -> Any:
-            return topic_config(config, name)
-
-        return cls(int(num("delete.retention.ms")), int(num("min.compaction.lag.ms")),
-                   int(num("max.compaction.lag.ms")), float(num("min.cleanable.dirty.ratio")),
-                   int(num("segment.bytes")), int(num("segment.index.bytes")),
-                   int(num("index.interval.bytes")))
+        setting = partial(topic_config, config)
+        return cls(int(setting("delete.retention.ms")), int(setting("min.compaction.lag.ms")),
+                   int(setting("max.compaction.lag.ms")), float(setting("min.cleanable.dirty.ratio")),
+                   int(setting("segment.bytes")), int(setting("segment.index.bytes")),
+                   int(setting("index.interval.bytes")))
 
 
 def is_compacted(plog: PartitionLog) -> bool:

@@ -26,6 +26,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..config import timestamp_bounds, topic_config
@@ -188,17 +189,15 @@ class TopicRules:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> TopicRules:
-        def text(name: str) -> str:
-            return str(topic_config(config, name))
-
+        setting = partial(topic_config, config)
         before_max_ms, after_max_ms = timestamp_bounds(config)
         return cls(
-            compacted="compact" in text("cleanup.policy"),
-            log_append_time=text("message.timestamp.type") == "LogAppendTime",
+            compacted="compact" in str(setting("cleanup.policy")),
+            log_append_time=setting("message.timestamp.type") == "LogAppendTime",
             before_max_ms=before_max_ms,
             after_max_ms=after_max_ms,
-            max_message_bytes=int(topic_config(config, "max.message.bytes")),
-            compression_type=text("compression.type"),
+            max_message_bytes=int(setting("max.message.bytes")),
+            compression_type=str(setting("compression.type")),
         )
 
 
