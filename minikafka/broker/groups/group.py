@@ -25,7 +25,7 @@ from enum import Enum
 
 from minikafka.errors import ErrorCode
 
-from .records import StoredGroup, StoredMember
+from .records import MemberIdentity, StoredGroup, StoredMember
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 #: The longest client id prefix put into a generated member id (Kafka strings have an int16 length).
@@ -70,26 +70,19 @@ class SyncResult:
     assignment: bytes = b""
 
 
-class Member:
-    """One member: identity, timeouts, protocols, assignment and its parked JoinGroup/SyncGroup."""
+@dataclass(eq=False, repr=False)
+class Member(MemberIdentity):
+    """One member: identity, timeouts, protocols, assignment and its parked JoinGroup/SyncGroup.
+    Members compare by identity: two members with equal fields are still two members."""
 
-    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
-                 rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
-                 protocols: list[tuple[str, bytes]]) -> None:
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.session_timeout_ms = session_timeout_ms
-        self.protocol_type = protocol_type
-        self.protocols = protocols
-        self.assignment = b""
-        self.join_future: asyncio.Future[JoinResult] | None = None
-        self.sync_future: asyncio.Future[SyncResult] | None = None
-        #: a member that joined but has not yet been part of a completed join
-        self.is_new = False
-        self.heartbeat_timer: asyncio.TimerHandle | None = None
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join_future: asyncio.Future[JoinResult] | None = None
+    sync_future: asyncio.Future[SyncResult] | None = None
+    #: a member that joined but has not yet been part of a completed join
+    is_new: bool = False
+    heartbeat_timer: asyncio.TimerHandle | None = None
 
     @property
     def awaiting_join(self) -> bool:

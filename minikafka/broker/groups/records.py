@@ -43,13 +43,19 @@ class CommittedOffset:
 
 
 @dataclass(slots=True)
-class StoredMember:
+class MemberIdentity:
+    """Who a group member is, and its timeouts: what a live member and its stored record share."""
+
     member_id: str
     group_instance_id: str | None
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
     session_timeout_ms: int
+
+
+@dataclass(slots=True)
+class StoredMember(MemberIdentity):
     subscription: bytes
     assignment: bytes
 
