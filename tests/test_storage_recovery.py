@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +32,17 @@ def _singles(plog: PartitionLog, start: int, end: int, producer: int = P) -> Non
         plog.append_from_client(make_batch(producer, 0, seq, timestamp=TS + seq))
 
 
+def _written(directory: Path, *bounds: int, config: dict[str, Any] | None = None) -> PartitionLog:
+    """A log over ``directory`` with one single-record batch per sequence from the first bound to the
+    last, a new segment rolled at each bound in between (``0, 40, 45``: sequences 0-39, roll, 40-44)."""
+    plog = open_log(directory, config)
+    for i, (start, end) in enumerate(itertools.pairwise(bounds)):
+        if i:
+            plog.roll()
+        _singles(plog, start, end)
+    return plog
+
+
 def _damage_crc_region(path: Path, batch_index: int) -> int:
     """Flip one byte inside the CRC-covered part of a batch; returns that batch's position."""
     pos, _base, _size = batch_positions(path)[batch_index]
@@ -49,8 +62,7 @@ def test_torn_last_batch_is_cut_and_its_retry_is_appended(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "t-0"
-    plog = open_log(directory)
-    _singles(plog, 0, 4)
+    plog = _written(directory, 0, 4)
     torn = make_batch(P, 0, 4)
     struct.pack_into(">q", torn, 0, 4)
     with open(directory / LOG0, "ab") as f:
@@ -68,8 +80,7 @@ def test_corrupt_batch_in_the_active_segment_cuts_the_log_before_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "t-0"
-    plog = open_log(directory)
-    _singles(plog, 0, 20)
+    plog = _written(directory, 0, 20)
     crash(plog)
     pos = _damage_crc_region(directory / LOG0, 7)
     plog = open_log(directory, clean=False)
@@ -104,12 +115,7 @@ def test_corruption_in_an_earlier_unflushed_segment_deletes_the_later_ones(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "t-0"
-    plog = open_log(directory)
-    _singles(plog, 0, 100)
-    plog.roll()
-    _singles(plog, 100, 200)
-    plog.roll()
-    _singles(plog, 200, 210)
+    plog = _written(directory, 0, 100, 200, 210)
     crash(plog)
     _damage_crc_region(directory / "00000000000000000100.log", 50)  # offset 150
     plog = open_log(directory, clean=False, recovery_point=0)
@@ -127,10 +133,7 @@ def test_missing_offset_index_after_clean_shutdown_is_rebuilt_identically(
 ) -> None:
     directory = tmp_path / "t-0"
     config = topic_config(index_interval_bytes=150)
-    plog = open_log(directory, config)
-    _singles(plog, 0, 40)
-    plog.roll()
-    _singles(plog, 40, 45)
+    plog = _written(directory, 0, 40, 45, config=config)
     data = bytes(plog.read(0, 1 << 20))
     plog.close()
     index = (directory / "00000000000000000000.index").read_bytes()
@@ -144,9 +147,7 @@ def test_missing_offset_index_after_clean_shutdown_is_rebuilt_identically(
 
 def test_clean_shutdown_skips_re_validation(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
-    plog = open_log(directory)
-    _singles(plog, 0, 20)
-    plog.close()
+    _written(directory, 0, 20).close()
     _damage_crc_region(directory / LOG0, 5)
     plog = open_log(directory, clean=True, recovery_point=0)
     assert plog.log_end_offset == 20  # nothing was re-verified, so nothing was cut
@@ -159,8 +160,7 @@ def test_log_end_below_checkpointed_log_start_leaves_one_empty_segment_there(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     directory = tmp_path / "t-0"
-    plog = open_log(directory)
-    _singles(plog, 0, 8)
+    plog = _written(directory, 0, 8)
     assert plog.delete_records(4) == 4
     crash(plog)
     _damage_crc_region(directory / LOG0, 2)
@@ -207,9 +207,7 @@ def test_unclean_restart_without_snapshots_rebuilds_producers_from_the_log(tmp_p
 def test_clean_restart_without_snapshots_replays_the_log_instead_of_forgetting_producers(tmp_path: Path) -> None:
     """Deliberately not Kafka's shortcut (docs/semantics.md#no-shortcut-for-a-clean-start-without-snapshots): producers are rebuilt from the log."""
     directory = tmp_path / "t-0"
-    plog = open_log(directory)
-    _singles(plog, 0, 5)
-    plog.close()
+    _written(directory, 0, 5).close()
     for name in segment_files(directory, ".snapshot"):
         (directory / name).unlink()
     plog = open_log(directory, clean=True)
@@ -223,11 +221,7 @@ def test_corrupt_time_index_and_an_offset_index_pointing_past_the_log_are_rebuil
 ) -> None:
     directory = tmp_path / "t-0"
     config = topic_config(index_interval_bytes=100)
-    plog = open_log(directory, config)
-    _singles(plog, 0, 30)
-    plog.roll()
-    _singles(plog, 30, 32)
-    plog.close()
+    _written(directory, 0, 30, 32, config=config).close()
     tindex = (directory / "00000000000000000000.timeindex").read_bytes()
     index = (directory / "00000000000000000000.index").read_bytes()
     (directory / "00000000000000000000.timeindex").write_bytes(tindex[:-12] + struct.pack(">qi", 5, 1))
@@ -241,9 +235,7 @@ def test_corrupt_time_index_and_an_offset_index_pointing_past_the_log_are_rebuil
 
 def test_leftover_temporary_files_and_orphan_indexes_are_removed_at_load(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
-    plog = open_log(directory)
-    _singles(plog, 0, 3)
-    plog.close()
+    _written(directory, 0, 3).close()
     for name in ("00000000000000000001.log.deleted", "00000000000000000009.index",
                  "00000000000000000009.timeindex", "00000000000000000002.log.swap"):
         (directory / name).write_bytes(b"x")
