@@ -9,7 +9,8 @@ cooperative-sticky assignor moves only the partitions that must move.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -18,6 +19,7 @@ from tests.group_helpers import (
     GROUP_BROKER_CONFIG,
     Clients,
     Got,
+    Member,
     divides,
     poll_until,
     produce,
@@ -59,6 +61,27 @@ def generation(broker: BrokerThread, group: str) -> tuple[str, int]:
     return result
 
 
+@contextmanager
+def group_on_new_topic(broker: BrokerThread, topic: str, group: str) -> Iterator[Clients]:
+    """``topic`` created with PARTITIONS partitions; the members of ``group`` on it are closed at the end."""
+    with RawClient(broker.bootstrap) as raw:
+        create_topic(raw, topic, partitions=PARTITIONS)
+    clients = Clients(broker.bootstrap, group, topic)
+    try:
+        yield clients
+    finally:
+        clients.close_all()
+
+
+def read_and_committed(clients: Clients, members: list[Member], sent: dict[int, list[bytes]], rounds: int,
+                       what: str) -> list[Got]:
+    """Polls ``members`` until they divide the partitions, have read all of ``sent``, and the group's
+    committed offset is ``rounds`` * PER_PARTITION on every partition."""
+    return poll_until(members, lambda got: divides(members, PARTITIONS) and flat(sent) <= set(values(got))
+                      and committed(clients.bootstrap, clients.group, clients.topic)
+                      == dict.fromkeys(range(PARTITIONS), rounds * PER_PARTITION), what=what)
+
+
 @pytest.fixture
 def gbroker(start_broker: Callable[..., BrokerThread]) -> BrokerThread:
     return start_broker(config=GROUP_BROKER_CONFIG)
@@ -68,18 +91,12 @@ def gbroker(start_broker: Callable[..., BrokerThread]) -> BrokerThread:
 def test_group_divides_partitions_takes_over_and_resumes_from_committed_offsets(
         gbroker: BrokerThread, topic_name: str, kind: str) -> None:
     bootstrap = gbroker.bootstrap
-    group = f"group-{kind}"
-    with RawClient(bootstrap) as raw:
-        create_topic(raw, topic_name, partitions=PARTITIONS)
-    clients = Clients(bootstrap, group, topic_name)
-    try:
+    with group_on_new_topic(gbroker, topic_name, f"group-{kind}") as clients:
         members = [clients.new(kind, f"{kind}-{i}") for i in range(3)]
         poll_until(members, lambda got: divides(members, PARTITIONS), what="three members to share the partitions")
         assert sorted(len(m.assignment()) for m in members) == [2, 2, 2]
         first = produce(bootstrap, topic_name, PARTITIONS, PER_PARTITION, "first")
-        got = poll_until(members, lambda got: flat(first) <= set(values(got))
-                         and committed(bootstrap, group, topic_name) == dict.fromkeys(range(PARTITIONS), PER_PARTITION),
-                         what="the members to read and commit everything")
+        got = read_and_committed(clients, members, first, 1, what="the members to read and commit everything")
         assert set(values(got)) == flat(first)
         owner = {p: m.name for m in members for p in m.assignment()}
         assert all(owner[g.partition] == g.member for g in got), "a record was read by a member not owning it"
@@ -88,10 +105,7 @@ def test_group_divides_partitions_takes_over_and_resumes_from_committed_offsets(
         taken = leaver.assignment()
         clients.close(leaver)
         second = produce(bootstrap, topic_name, PARTITIONS, PER_PARTITION, "second")
-        got = poll_until(rest, lambda got: divides(rest, PARTITIONS) and flat(second) <= set(values(got))
-                         and committed(bootstrap, group, topic_name)
-                         == dict.fromkeys(range(PARTITIONS), 2 * PER_PARTITION),
-                         what="two members to take over the third member's partitions")
+        got = read_and_committed(clients, rest, second, 2, what="two members to take over the third member's partitions")
         assert sorted(len(m.assignment()) for m in rest) == [3, 3]
         assert taken <= rest[0].assignment() | rest[1].assignment()
         assert set(values(got)) == flat(second), "records committed before the leave came again"
@@ -114,8 +128,6 @@ def test_group_divides_partitions_takes_over_and_resumes_from_committed_offsets(
         got = poll_until(again, lambda got: flat(fourth) <= set(values(got)), what="resume after a broker restart")
         assert set(values(got)) == flat(fourth)
         assert first_offsets(got) == dict.fromkeys(range(PARTITIONS), 3 * PER_PARTITION)
-    finally:
-        clients.close_all()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -123,10 +135,7 @@ def test_static_member_that_restarts_gets_its_partitions_back_without_a_rebalanc
         gbroker: BrokerThread, topic_name: str, kind: str) -> None:
     bootstrap = gbroker.bootstrap
     group = f"static-{kind}"
-    with RawClient(bootstrap) as raw:
-        create_topic(raw, topic_name, partitions=PARTITIONS)
-    clients = Clients(bootstrap, group, topic_name)
-    try:
+    with group_on_new_topic(gbroker, topic_name, group) as clients:
         members = [clients.new(kind, f"{kind}-{i}", instance_id=f"instance-{i}") for i in range(3)]
         poll_until(members, lambda got: divides(members, PARTITIONS), what="the static group to form")
         before = [m.assignment() for m in members]
@@ -145,24 +154,16 @@ def test_static_member_that_restarts_gets_its_partitions_back_without_a_rebalanc
         got = poll_until(members, lambda got: flat(data) <= set(values(got)), what="everyone to consume")
         assert {g.partition for g in got if g.member == back.name} == before[2]
         assert generation(gbroker, group) == state
-    finally:
-        clients.close_all()
 
 
 def test_confluent_kafka_python_and_aiokafka_share_one_group(gbroker: BrokerThread, topic_name: str) -> None:
     bootstrap = gbroker.bootstrap
-    group = "mixed"
-    with RawClient(bootstrap) as raw:
-        create_topic(raw, topic_name, partitions=PARTITIONS)
-    clients = Clients(bootstrap, group, topic_name)
-    try:
+    with group_on_new_topic(gbroker, topic_name, "mixed") as clients:
         members = [clients.new(kind, kind) for kind in KINDS]
         poll_until(members, lambda got: divides(members, PARTITIONS), what="the mixed group to share the partitions")
         assert sorted(len(m.assignment()) for m in members) == [2, 2, 2]
         first = produce(bootstrap, topic_name, PARTITIONS, PER_PARTITION, "first")
-        got = poll_until(members, lambda got: flat(first) <= set(values(got))
-                         and committed(bootstrap, group, topic_name) == dict.fromkeys(range(PARTITIONS), PER_PARTITION),
-                         what="the mixed group to read and commit everything")
+        got = read_and_committed(clients, members, first, 1, what="the mixed group to read and commit everything")
         owner = {p: m.name for m in members for p in m.assignment()}
         assert all(owner[g.partition] == g.member for g in got)
         assert {g.member for g in got} == set(KINDS), "every client reads its own partitions"
@@ -170,10 +171,7 @@ def test_confluent_kafka_python_and_aiokafka_share_one_group(gbroker: BrokerThre
         clients.close(members[1])  # kafka-python leaves
         rest = [members[0], members[2]]
         second = produce(bootstrap, topic_name, PARTITIONS, PER_PARTITION, "second")
-        got = poll_until(rest, lambda got: divides(rest, PARTITIONS) and flat(second) <= set(values(got))
-                         and committed(bootstrap, group, topic_name)
-                         == dict.fromkeys(range(PARTITIONS), 2 * PER_PARTITION),
-                         what="confluent-kafka and aiokafka to take over")
+        got = read_and_committed(clients, rest, second, 2, what="confluent-kafka and aiokafka to take over")
         assert set(values(got)) == flat(second)
         for m in rest:
             clients.close(m)
@@ -183,18 +181,13 @@ def test_confluent_kafka_python_and_aiokafka_share_one_group(gbroker: BrokerThre
         got = poll_until([newcomer], lambda got: flat(third) <= set(values(got)), what="a newcomer to resume")
         assert set(values(got)) == flat(third)
         assert first_offsets(got) == dict.fromkeys(range(PARTITIONS), 2 * PER_PARTITION)
-    finally:
-        clients.close_all()
 
 
 @pytest.mark.parametrize("kind", ["confluent-kafka", "kafka-python"])
 def test_cooperative_sticky_members_only_give_up_partitions_that_move(
         gbroker: BrokerThread, topic_name: str, kind: str) -> None:
     bootstrap = gbroker.bootstrap
-    with RawClient(bootstrap) as raw:
-        create_topic(raw, topic_name, partitions=PARTITIONS)
-    clients = Clients(bootstrap, f"cooperative-{kind}", topic_name)
-    try:
+    with group_on_new_topic(gbroker, topic_name, f"cooperative-{kind}") as clients:
         members = [clients.new(kind, f"{kind}-{i}", assignor="cooperative-sticky") for i in range(2)]
         poll_until(members, lambda got: divides(members, PARTITIONS), what="two cooperative members to share")
         before = [m.assignment() for m in members]
@@ -220,5 +213,3 @@ def test_cooperative_sticky_members_only_give_up_partitions_that_move(
             assert old <= member.assignment(), "a cooperative member lost a partition it did not have to"
         assert set(values(got)) == flat(data)
         assert [getattr(m, "revoke_events", 0) for m in rest] == revoked, "the members that stay revoke nothing"
-    finally:
-        clients.close_all()
