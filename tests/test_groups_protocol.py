@@ -192,6 +192,21 @@ def wait_rebalancing(client: RawClient, group: str, generation: int, member_id: 
         time.sleep(0.01)
 
 
+def two_members(a: RawClient, b: RawClient, group: str, **timeouts: int) -> tuple[str, str, Any]:
+    """A forms ``group`` alone, then B joins, A rejoins and assigns both: generation 2 (the session and
+    rebalance timeouts as given). Returns A's and B's member ids and B's SyncGroup answer."""
+    a_id, _ = stable_member(a, group, **timeouts)
+    join_b = join(group, **timeouts)
+    b.send(join_b)
+    wait_rebalancing(a, group, 1, a_id)
+    a.request(join(group, a_id, **timeouts))
+    b_id = b.recv(join_b).member_id
+    sync_b = sync(group, 2, b_id)
+    b.send(sync_b)
+    a.request(sync(group, 2, a_id, {a_id: b"a", b_id: b"b"}))
+    return a_id, b_id, b.recv(sync_b)
+
+
 @pytest.fixture
 def gbroker(start_broker: Callable[..., BrokerThread]) -> BrokerThread:
     return start_broker(config=CONFIG)
@@ -350,16 +365,8 @@ def test_sync_group_sends_each_member_its_own_assignment_and_fills_missing_ones(
 def test_member_that_does_not_rejoin_is_dropped_when_the_rebalance_times_out(gbroker: BrokerThread) -> None:
     a, b, c = clients(gbroker, 3)
     with a, b, c:
-        a_id, _ = stable_member(a, "g", rebalance=1000)
-        join_b = join("g", rebalance=1000)
-        b.send(join_b)
-        wait_rebalancing(a, "g", 1, a_id)
-        a.request(join("g", a_id, rebalance=1000))
-        b_id = b.recv(join_b).member_id
-        sync_b = sync("g", 2, b_id)
-        b.send(sync_b)
-        a.request(sync("g", 2, a_id, {a_id: b"a", b_id: b"b"}))
-        assert b.recv(sync_b).error_code == NONE
+        a_id, b_id, synced_b = two_members(a, b, "g", rebalance=1000)
+        assert synced_b.error_code == NONE
         # C joins; A rejoins, B stays silent: after the rebalance timeout (1 s) B is out
         join_c = join("g", rebalance=1000)
         c.send(join_c)
@@ -377,16 +384,7 @@ def test_member_that_does_not_rejoin_is_dropped_when_the_rebalance_times_out(gbr
 def test_session_timeout_removes_a_silent_member_and_the_others_rebalance(gbroker: BrokerThread) -> None:
     a, b = clients(gbroker, 2)
     with a, b:
-        a_id, _ = stable_member(a, "g", session=800)
-        join_b = join("g", session=800)
-        b.send(join_b)
-        wait_rebalancing(a, "g", 1, a_id)
-        a.request(join("g", a_id, session=800))
-        b_id = b.recv(join_b).member_id
-        sync_b = sync("g", 2, b_id)
-        b.send(sync_b)
-        a.request(sync("g", 2, a_id, {a_id: b"a", b_id: b"b"}))
-        b.recv(sync_b)
+        a_id, b_id, _ = two_members(a, b, "g", session=800)
         # only A heartbeats; B's session (800 ms) expires and the group rebalances
         deadline = time.monotonic() + 5
         while heartbeat(a, "g", 2, a_id) == NONE:
