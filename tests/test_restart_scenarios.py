@@ -126,12 +126,16 @@ def test_bad_newest_snapshot_falls_back_to_older_one_and_replays(
     ok_at(r2, 2)
 
 
-def test_no_snapshot_after_crash_rebuilds_state_by_scanning_the_log(fresh: BrokerThread) -> None:
-    send(fresh, *(B(P, 0, s) for s in range(5)))
-    fresh.stop(clean=False)
-    for snap in pdir(fresh).glob("*.snapshot"):
+def _five_batches_then_restart_without_snapshots(broker: BrokerThread, clean: bool) -> None:
+    send(broker, *(B(P, 0, s) for s in range(5)))
+    broker.stop(clean=clean)
+    for snap in pdir(broker).glob("*.snapshot"):
         snap.unlink()
-    fresh.start()
+    broker.start()
+
+
+def test_no_snapshot_after_crash_rebuilds_state_by_scanning_the_log(fresh: BrokerThread) -> None:
+    _five_batches_then_restart_without_snapshots(fresh, clean=False)
     r3, r5 = send(fresh, B(P, 0, 3), B(P, 0, 5))
     ok_at(r3, 3)
     ok_at(r5, 5)
@@ -139,11 +143,7 @@ def test_no_snapshot_after_crash_rebuilds_state_by_scanning_the_log(fresh: Broke
 
 def test_no_snapshot_after_clean_shutdown_still_rebuilds_state(fresh: BrokerThread) -> None:
     """minikafka does not take Kafka's shortcut of forgetting producers here (Kafka writes seq 4 twice)."""
-    send(fresh, *(B(P, 0, s) for s in range(5)))
-    fresh.stop(clean=True)
-    for snap in pdir(fresh).glob("*.snapshot"):
-        snap.unlink()
-    fresh.start()
+    _five_batches_then_restart_without_snapshots(fresh, clean=True)
     ok_at(send(fresh, B(P, 0, 4))[0], 4)
     assert leo(fresh) == 5
 
