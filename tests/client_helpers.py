@@ -132,44 +132,49 @@ def kafka_python_consume(bootstrap: str, topic: str, partitions: int, expected: 
 # ----------------------------------------------------------------------------- aiokafka
 
 
-def aiokafka_produce(bootstrap: str, topic: str, records: list[Any], **config: Any) -> None:
+async def aiokafka_send(topic: str, records: list[Any], timeout: float, **settings: Any) -> None:
+    """Sends ``records`` (key, value, headers, timestamp) through one AIOKafkaProducer made with
+    ``settings`` and waits up to ``timeout`` seconds for every acknowledgement."""
     from aiokafka import AIOKafkaProducer
 
-    async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **{"linger_ms": 5, **config})
-        await producer.start()
-        try:
-            futures = [await producer.send(topic, key=key, value=value, headers=headers, timestamp_ms=ts)
-                       for key, value, headers, ts in records]
-            await asyncio.wait_for(asyncio.gather(*futures), 60)
-        finally:
-            await producer.stop()
+    producer = AIOKafkaProducer(**settings)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, key=key, value=value, headers=headers, timestamp_ms=ts)
+                   for key, value, headers, ts in records]
+        await asyncio.wait_for(asyncio.gather(*futures), timeout)
+    finally:
+        await producer.stop()
 
-    asyncio.run(run())
+
+async def aiokafka_read(topic: str, partitions: int, expected: int, timeout: float, **settings: Any) -> list[Rec]:
+    """Reads every partition of ``topic`` from its start, outside any group, until ``expected`` records
+    came or ``timeout`` seconds passed."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(**settings, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    got: list[Rec] = []
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        await consumer.seek_to_beginning()
+        deadline = time.monotonic() + timeout
+        while len(got) < expected and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=500)
+            for tp, msgs in batches.items():
+                for m in msgs:
+                    got.append(Rec(tp.partition, m.offset, m.key, m.value, tuple(m.headers), m.timestamp))
+    finally:
+        await consumer.stop()
+    return got
+
+
+def aiokafka_produce(bootstrap: str, topic: str, records: list[Any], **config: Any) -> None:
+    asyncio.run(aiokafka_send(topic, records, 60, bootstrap_servers=bootstrap, **{"linger_ms": 5, **config}))
 
 
 def aiokafka_consume(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> list[Rec]:
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    async def run() -> list[Rec]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                    auto_offset_reset="earliest")
-        await consumer.start()
-        got: list[Rec] = []
-        try:
-            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
-            await consumer.seek_to_beginning()
-            deadline = time.monotonic() + timeout
-            while len(got) < expected and time.monotonic() < deadline:
-                batches = await consumer.getmany(timeout_ms=500)
-                for tp, msgs in batches.items():
-                    for m in msgs:
-                        got.append(Rec(tp.partition, m.offset, m.key, m.value, tuple(m.headers), m.timestamp))
-        finally:
-            await consumer.stop()
-        return got
-
-    return asyncio.run(run())
+    return asyncio.run(aiokafka_read(topic, partitions, expected, timeout, bootstrap_servers=bootstrap))
 
 
 CLIENTS = {

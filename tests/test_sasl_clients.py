@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from minikafka.broker.embedded import BrokerThread
-from tests.client_helpers import Rec, check_consumed, make_records
+from tests.client_helpers import Rec, aiokafka_read, aiokafka_send, check_consumed, make_records
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import create_topic
 from tests.tls_helpers import Pki, make_pki
@@ -113,36 +113,16 @@ def kafka_python_roundtrip(bootstrap: str, pki: Pki, mechanism: str, topic: str,
 
 
 def aiokafka_roundtrip(bootstrap: str, pki: Pki, mechanism: str, topic: str, records: list[Any]) -> list[Rec]:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.helpers import create_ssl_context
 
     async def run() -> list[Rec]:
         settings = {**python_settings(bootstrap, pki, mechanism, PASSWORD),
                     "ssl_context": create_ssl_context(cafile=str(pki.ca_file))}
-        producer = AIOKafkaProducer(**settings, enable_idempotence=True, linger_ms=5)
-        await producer.start()
+        await aiokafka_send(topic, records, 30, **settings, enable_idempotence=True, linger_ms=5)
         try:
-            futures = [await producer.send(topic, key=k, value=v, headers=h, timestamp_ms=ts)
-                       for k, v, h, ts in records]
-            await asyncio.wait_for(asyncio.gather(*futures), 30)
+            return await aiokafka_read(topic, 1, len(records), 30, **settings)
         finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**settings, group_id=None, enable_auto_commit=False,
-                                    auto_offset_reset="earliest")
-        await consumer.start()
-        got: list[Rec] = []
-        try:
-            consumer.assign([TopicPartition(topic, 0)])
-            await consumer.seek_to_beginning()
-            deadline = time.monotonic() + 30
-            while len(got) < len(records) and time.monotonic() < deadline:
-                for part, msgs in (await consumer.getmany(timeout_ms=500)).items():
-                    got.extend(Rec(part.partition, m.offset, m.key, m.value, tuple(m.headers), m.timestamp)
-                               for m in msgs)
-        finally:
-            await consumer.stop()
             await asyncio.sleep(0.1)  # let closing transports finish before asyncio.run closes the loop
-        return got
 
     return asyncio.run(run())
 
