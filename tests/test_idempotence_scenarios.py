@@ -36,6 +36,14 @@ def B(pid: int, epoch: int, first: int, last: int | None = None, **kwargs: Any) 
     return build_batch(producer_id=pid, epoch=epoch, base_sequence=first, count=count, **kwargs)
 
 
+def with_attribute(batch: bytearray, bit: int) -> bytearray:
+    """``batch`` with one more attribute bit set (0x10 transactional, 0x20 control) and its CRC fixed."""
+    attributes = struct.unpack_from(">h", batch, 21)[0] | bit
+    struct.pack_into(">h", batch, 21, attributes)
+    struct.pack_into(">I", batch, 17, compute_crc(batch))
+    return batch
+
+
 def ok_at(response: Any, offset: int) -> None:
     assert (response.error_code, response.base_offset) == (0, offset), response
 
@@ -343,11 +351,7 @@ def test_zstd_needs_produce_v7(client: RawClient) -> None:
 
 
 def test_control_batch_from_client_is_invalid_record(client: RawClient) -> None:
-    batch = B(P, 0, 0)
-    attributes = struct.unpack_from(">h", batch, 21)[0] | 0x20
-    struct.pack_into(">h", batch, 21, attributes)
-    struct.pack_into(">I", batch, 17, compute_crc(batch))
-    rejected(produce(client, T, batch), 87)
+    rejected(produce(client, T, with_attribute(B(P, 0, 0), 0x20)), 87)
 
 
 def test_invalid_acks_is_rejected_on_every_partition(client: RawClient) -> None:
@@ -367,11 +371,7 @@ def test_produce_to_internal_topic_is_invalid_topic(client: RawClient, broker: B
 
 
 def test_transactional_batch_without_transactional_id_is_refused(client: RawClient) -> None:
-    batch = B(P, 0, 0)
-    attributes = struct.unpack_from(">h", batch, 21)[0] | 0x10
-    struct.pack_into(">h", batch, 21, attributes)
-    struct.pack_into(">I", batch, 17, compute_crc(batch))
-    rejected(produce(client, T, batch), 53)
+    rejected(produce(client, T, with_attribute(B(P, 0, 0), 0x10)), 53)
 
 
 # --------------------------------------------------------------------------- H. protocol
