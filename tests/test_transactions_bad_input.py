@@ -4,8 +4,9 @@ coordinator's state is unchanged."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
+import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import (
     AddPartitionsToTxnRequest,
@@ -36,6 +37,14 @@ from tests.txn_helpers import (
 
 S = TxnState
 T = "t"
+
+
+@pytest.fixture
+def client(broker: BrokerThread) -> Iterator[RawClient]:
+    """A client of a fresh broker where topic T has two partitions."""
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, T, partitions=2)
+        yield c
 
 
 def test_an_id_too_long_for_the_transaction_log_key_is_an_unknown_server_error(
@@ -90,28 +99,24 @@ def test_a_failed_write_of_the_transaction_log_answers_kafkas_code_and_changes_n
         assert end_txn(client, "refused", pid, epoch, commit=False) == 0
 
 
-def test_transactional_batches_of_two_producers_in_one_produce_refuse_the_whole_request(
-        start_broker: Callable[..., BrokerThread]) -> None:
-    broker = start_broker()
-    with RawClient(broker.bootstrap) as client:
-        create_topic(client, T, partitions=2)
-        init = init_pid(client, "mixed")
-        pid, epoch = init.producer_id, init.producer_epoch
-        assert add_partitions(client, "mixed", pid, epoch, {T: [0, 1]}) == {(T, 0): 0, (T, 1): 0}
-        Request = ProduceRequest[9]
-        Topic = Request.TopicProduceData
-        Part = Topic.PartitionProduceData
+def test_transactional_batches_of_two_producers_in_one_produce_refuse_the_whole_request(client: RawClient) -> None:
+    init = init_pid(client, "mixed")
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert add_partitions(client, "mixed", pid, epoch, {T: [0, 1]}) == {(T, 0): 0, (T, 1): 0}
+    Request = ProduceRequest[9]
+    Topic = Request.TopicProduceData
+    Part = Topic.PartitionProduceData
 
-        def produce_both(second: bytes) -> list[int]:
-            response = client.request(Request(transactional_id="mixed", acks=-1, timeout_ms=5000, topic_data=[
-                Topic(name=T, partition_data=[Part(index=0, records=bytes(transactional_batch(pid, epoch, 0))),
-                                              Part(index=1, records=second)])]))
-            return [p.error_code for t in response.responses for p in t.partition_responses]
+    def produce_both(second: bytes) -> list[int]:
+        response = client.request(Request(transactional_id="mixed", acks=-1, timeout_ms=5000, topic_data=[
+            Topic(name=T, partition_data=[Part(index=0, records=bytes(transactional_batch(pid, epoch, 0))),
+                                          Part(index=1, records=second)])]))
+        return [p.error_code for t in response.responses for p in t.partition_responses]
 
-        assert produce_both(bytes(transactional_batch(pid + 1, epoch, 0))) == [49, 49]  # another producer id
-        assert produce_both(bytes(transactional_batch(pid, epoch + 1, 0))) == [49, 49]  # another epoch
-        assert [stored_batches(client, T, p) for p in range(2)] == [[], []]  # nothing was appended
-        assert produce_both(bytes(transactional_batch(pid, epoch, 0))) == [0, 0]
+    assert produce_both(bytes(transactional_batch(pid + 1, epoch, 0))) == [49, 49]  # another producer id
+    assert produce_both(bytes(transactional_batch(pid, epoch + 1, 0))) == [49, 49]  # another epoch
+    assert [stored_batches(client, T, p) for p in range(2)] == [[], []]  # nothing was appended
+    assert produce_both(bytes(transactional_batch(pid, epoch, 0))) == [0, 0]
 
 
 
@@ -135,23 +140,20 @@ def test_txn_offset_commit_of_a_member_with_a_stale_generation_is_illegal_genera
         assert txn_offset_commit(client, "stale", "gen", pid, epoch, {tp: 2}) == {tp: 0}  # no membership check
 
 
-def test_huge_partition_lists_get_a_code_per_partition(start_broker: Callable[..., BrokerThread]) -> None:
-    broker = start_broker()
-    with RawClient(broker.bootstrap) as client:
-        create_topic(client, T, partitions=2)
-        init = init_pid(client, "huge")
-        pid, epoch = init.producer_id, init.producer_epoch
-        wanted = list(range(-5, 20_000))
-        errors = add_partitions(client, "huge", pid, epoch, {T: wanted, "no-such-topic": wanted})
-        assert len(errors) == 2 * len(wanted)
-        assert {tp for tp, code in errors.items() if code == 55} == {(T, 0), (T, 1)}
-        assert set(errors.values()) == {3, 55}
-        assert [r.state for r in txn_records(client, "huge")] == [S.EMPTY]
-        assert add_offsets(client, "huge", pid, epoch, "g") == 0
-        offsets = {("no-such-topic", p): 1 for p in range(20_000)} | {(T, p): 1 for p in range(2, 5_000)}
-        results = txn_offset_commit(client, "huge", "g", pid, epoch, offsets)
-        assert len(results) == len(offsets) and set(results.values()) == {3}
-        assert end_txn(client, "huge", pid, epoch, commit=True) == 0
+def test_huge_partition_lists_get_a_code_per_partition(client: RawClient) -> None:
+    init = init_pid(client, "huge")
+    pid, epoch = init.producer_id, init.producer_epoch
+    wanted = list(range(-5, 20_000))
+    errors = add_partitions(client, "huge", pid, epoch, {T: wanted, "no-such-topic": wanted})
+    assert len(errors) == 2 * len(wanted)
+    assert {tp for tp, code in errors.items() if code == 55} == {(T, 0), (T, 1)}
+    assert set(errors.values()) == {3, 55}
+    assert [r.state for r in txn_records(client, "huge")] == [S.EMPTY]
+    assert add_offsets(client, "huge", pid, epoch, "g") == 0
+    offsets = {("no-such-topic", p): 1 for p in range(20_000)} | {(T, p): 1 for p in range(2, 5_000)}
+    results = txn_offset_commit(client, "huge", "g", pid, epoch, offsets)
+    assert len(results) == len(offsets) and set(results.values()) == {3}
+    assert end_txn(client, "huge", pid, epoch, commit=True) == 0
 
 
 def test_end_txn_v5_and_transaction_version_2_are_not_advertised(start_broker: Callable[..., BrokerThread]) -> None:
@@ -172,24 +174,21 @@ def test_end_txn_v5_and_transaction_version_2_are_not_advertised(start_broker: C
 
 
 def test_txn_offset_commit_metadata_above_the_limit_is_offset_metadata_too_large(
-        start_broker: Callable[..., BrokerThread]) -> None:
-    broker = start_broker()
-    with RawClient(broker.bootstrap) as client:
-        create_topic(client, T, partitions=2)
-        init = init_pid(client, "meta")
-        pid, epoch = init.producer_id, init.producer_epoch
-        assert add_offsets(client, "meta", pid, epoch, "gmeta") == 0
-        Request = TxnOffsetCommitRequest[3]
-        Topic = Request.TxnOffsetCommitRequestTopic
-        Part = Topic.TxnOffsetCommitRequestPartition
-        response = client.request(Request(
-            transactional_id="meta", group_id="gmeta", producer_id=pid, producer_epoch=epoch, generation_id=-1,
-            member_id="", group_instance_id=None, topics=[Topic(name=T, partitions=[
-                Part(partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata="m" * 4096),
-                Part(partition_index=1, committed_offset=6, committed_leader_epoch=-1, committed_metadata="m" * 4097),
-            ])]))
-        assert [(p.partition_index, p.error_code) for t in response.topics for p in t.partitions] == [(0, 0), (1, 12)]
-        assert end_txn(client, "meta", pid, epoch, commit=True) == 0
-        wait_state(broker, "meta", S.COMPLETE_COMMIT)
-        assert offset_fetch(client, "gmeta", (T, 0), require_stable=True) == (5, 0)
-        assert offset_fetch(client, "gmeta", (T, 1), require_stable=True) == (-1, 0)
+        broker: BrokerThread, client: RawClient) -> None:
+    init = init_pid(client, "meta")
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert add_offsets(client, "meta", pid, epoch, "gmeta") == 0
+    Request = TxnOffsetCommitRequest[3]
+    Topic = Request.TxnOffsetCommitRequestTopic
+    Part = Topic.TxnOffsetCommitRequestPartition
+    response = client.request(Request(
+        transactional_id="meta", group_id="gmeta", producer_id=pid, producer_epoch=epoch, generation_id=-1,
+        member_id="", group_instance_id=None, topics=[Topic(name=T, partitions=[
+            Part(partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata="m" * 4096),
+            Part(partition_index=1, committed_offset=6, committed_leader_epoch=-1, committed_metadata="m" * 4097),
+        ])]))
+    assert [(p.partition_index, p.error_code) for t in response.topics for p in t.partitions] == [(0, 0), (1, 12)]
+    assert end_txn(client, "meta", pid, epoch, commit=True) == 0
+    wait_state(broker, "meta", S.COMPLETE_COMMIT)
+    assert offset_fetch(client, "gmeta", (T, 0), require_stable=True) == (5, 0)
+    assert offset_fetch(client, "gmeta", (T, 1), require_stable=True) == (-1, 0)
