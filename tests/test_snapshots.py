@@ -47,6 +47,12 @@ def snap_name(offset: int) -> str:
     return f"{offset:020d}.snapshot"
 
 
+def load_snapshot(log: Partition, offset: int, data: bytes) -> None:
+    """Reload ``log``'s producer state from a snapshot file at ``offset`` holding ``data``."""
+    (log.directory / snap_name(offset)).write_bytes(data)
+    log.mgr.truncate_and_reload(0, offset)
+
+
 def files(directory: Path) -> list[str]:
     return sorted(os.listdir(directory))
 
@@ -182,8 +188,7 @@ def test_kafka_v1_snapshot_from_reference_loads_as_one_batch_entry(log: Partitio
 
 
 def test_kafka_v1_snapshot_is_rewritten_in_minikafka_format(log: Partition, tmp_path: Path) -> None:
-    (tmp_path / snap_name(2)).write_bytes(KAFKA_V1_EXAMPLE)
-    log.mgr.truncate_and_reload(0, 2)
+    load_snapshot(log, 2, KAFKA_V1_EXAMPLE)
     log.mgr.update(header(P, 3, 9, offset=2))
     path = log.mgr.take_snapshot()
     assert path.read_bytes()[:2] == b"M1"
@@ -192,11 +197,10 @@ def test_kafka_v1_snapshot_is_rewritten_in_minikafka_format(log: Partition, tmp_
     assert [(m.first_seq, m.last_seq) for m in again.producers()[P].batches] == [(7, 8), (9, 9)]
 
 
-def test_kafka_v1_entry_without_batch_keeps_only_the_epoch(log: Partition, tmp_path: Path) -> None:
+def test_kafka_v1_entry_without_batch_keeps_only_the_epoch(log: Partition) -> None:
     # A known epoch without batches (docs/semantics.md#sequences), through a snapshot: epoch 2, last_offset -1 (no batch).
     body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", P, 2, -1, -1, 0, NOW, 7, -1)
-    (tmp_path / snap_name(4)).write_bytes(struct.pack(">hI", 1, crc32c(body)) + body)
-    log.mgr.truncate_and_reload(0, 4)
+    load_snapshot(log, 4, struct.pack(">hI", 1, crc32c(body)) + body)
     log.log_start = 4
     entry = log.mgr.producers()[P]
     assert (entry.epoch, len(entry.batches), entry.coordinator_epoch) == (2, 0, 7)
@@ -205,9 +209,8 @@ def test_kafka_v1_entry_without_batch_keeps_only_the_epoch(log: Partition, tmp_p
     assert log.produce(P, 2, 0) == 4
 
 
-def test_kafka_v1_empty_snapshot_loads_no_producers(log: Partition, tmp_path: Path) -> None:
-    (tmp_path / snap_name(9)).write_bytes(KAFKA_V1_EMPTY)
-    log.mgr.truncate_and_reload(0, 9)
+def test_kafka_v1_empty_snapshot_loads_no_producers(log: Partition) -> None:
+    load_snapshot(log, 9, KAFKA_V1_EMPTY)
     assert log.mgr.producers() == {}
     assert log.mgr.map_end_offset == 9
     assert log.mgr.snapshot_offsets() == [9]
