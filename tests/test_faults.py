@@ -45,6 +45,15 @@ def values_in_log(minikafka: MiniKafka, topic: str, partition: int = 0) -> list[
 VALUES = [f"v{i}".encode() for i in range(6)]
 
 
+def check_retry_is_a_duplicate(minikafka: MiniKafka, topic: str, rule: Any) -> None:
+    """An idempotent producer sends VALUES one by one; ``rule`` fires once after an append, so the
+    client's retry is answered from the duplicate cache and the log holds each value once."""
+    assert send_one_by_one(confluent(minikafka.bootstrap, idempotent=True), topic, VALUES) == []
+    assert rule.fired == 1
+    assert values_in_log(minikafka, topic) == VALUES
+    assert minikafka.partition_state(topic)["counters"]["duplicates"] == 1
+
+
 # ----------------------------------------------------------------------------- drop the response
 
 
@@ -74,10 +83,7 @@ def test_append_then_drop_response_is_retried_and_answered_from_duplicate_cache(
 def test_append_then_drop_response_one_by_one_keeps_one_copy_with_idempotence(minikafka: MiniKafka) -> None:
     topic = minikafka.new_topic()
     rule = minikafka.faults.drop_response(api="Produce", topic=topic, trigger="nth", n=2)
-    assert send_one_by_one(confluent(minikafka.bootstrap, idempotent=True), topic, VALUES) == []
-    assert rule.fired == 1
-    assert values_in_log(minikafka, topic) == VALUES
-    assert minikafka.partition_state(topic)["counters"]["duplicates"] == 1
+    check_retry_is_a_duplicate(minikafka, topic, rule)
 
 
 def test_append_then_drop_response_without_idempotence_leaves_a_visible_duplicate(minikafka: MiniKafka) -> None:
@@ -111,10 +117,7 @@ def test_held_response_times_the_client_out_and_its_retry_is_a_duplicate(minikaf
 def test_append_then_error_is_retried_into_the_duplicate_cache(minikafka: MiniKafka) -> None:
     topic = minikafka.new_topic()
     rule = minikafka.faults.error_after("NOT_LEADER_OR_FOLLOWER", api="Produce", topic=topic, trigger="nth", n=2)
-    assert send_one_by_one(confluent(minikafka.bootstrap, idempotent=True), topic, VALUES) == []
-    assert rule.fired == 1
-    assert values_in_log(minikafka, topic) == VALUES
-    assert minikafka.partition_state(topic)["counters"]["duplicates"] == 1
+    check_retry_is_a_duplicate(minikafka, topic, rule)
 
 
 def test_append_then_error_without_idempotence_duplicates(minikafka: MiniKafka) -> None:
