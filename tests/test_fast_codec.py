@@ -3,6 +3,7 @@ their tables: the same objects from the same bytes, the same bytes from the same
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -131,20 +132,17 @@ def test_produce_request_cut_short_or_garbled_is_refused_or_read_as_kafka_python
             assert fast.decode_request(PRODUCE, version, memoryview(variant)) == expected, variant
 
 
-@pytest.mark.parametrize("version", fast.PRODUCE_RESPONSE_VERSIONS)
-@settings(max_examples=150, deadline=None)
-@given(data=st.data())
-def test_produce_response_encodes_as_kafka_python_does(version: int, data: st.DataObject) -> None:
-    response = data.draw(produce_responses(version))
-    assert parts_bytes(fast.encode_response(0, version, response)) == bytes(response.encode(version=version))
+RESPONSE_CASES = [pytest.param(0, produce_responses, v, id=f"produce-v{v}") for v in fast.PRODUCE_RESPONSE_VERSIONS]
+RESPONSE_CASES += [pytest.param(1, fetch_responses, v, id=f"fetch-v{v}") for v in fast.FETCH_RESPONSE_VERSIONS]
 
 
-@pytest.mark.parametrize("version", fast.FETCH_RESPONSE_VERSIONS)
+@pytest.mark.parametrize(("api_key", "responses", "version"), RESPONSE_CASES)
 @settings(max_examples=150, deadline=None)
 @given(data=st.data())
-def test_fetch_response_encodes_as_kafka_python_does(version: int, data: st.DataObject) -> None:
-    response = data.draw(fetch_responses(version))
-    assert parts_bytes(fast.encode_response(1, version, response)) == bytes(response.encode(version=version))
+def test_produce_and_fetch_responses_encode_as_kafka_python_does(
+        api_key: int, responses: Callable[[int], st.SearchStrategy[Any]], version: int, data: st.DataObject) -> None:
+    response = data.draw(responses(version))
+    assert parts_bytes(fast.encode_response(api_key, version, response)) == bytes(response.encode(version=version))
 
 
 def test_fetch_records_are_written_without_a_copy() -> None:
