@@ -19,7 +19,6 @@ from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import create_topic, produce
-from tests.test_transactions_restarts import open_transactions
 from tests.test_txn_read import READ_COMMITTED, batches, fetch
 from tests.txn_helpers import (
     COMMIT,
@@ -30,6 +29,8 @@ from tests.txn_helpers import (
     init_pid,
     markers,
     offset_fetch,
+    open_transactions,
+    start_with_data,
     transactional_batch,
     txn_offset_commit,
     txn_records,
@@ -136,14 +137,6 @@ def test_requests_racing_a_prepare_commit_fsync_are_concurrent_and_markers_are_w
         assert states == [S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
 
 
-def begin_with_data(client: RawClient, txn_id: str) -> tuple[int, int]:
-    init = init_pid(client, txn_id)
-    pid, epoch = init.producer_id, init.producer_epoch
-    assert add_partitions(client, txn_id, pid, epoch, {T: [0]}) == {(T, 0): 0}
-    assert produce(client, T, transactional_batch(pid, epoch, 0, 2), transactional_id=txn_id).error_code == 0
-    return pid, epoch
-
-
 def test_the_old_producer_is_fenced_while_the_fencing_abort_is_written(
         fsync_broker: BrokerThread) -> None:
     """A new instance's InitProducerId raises the epoch before its PrepareAbort is on disk: the old
@@ -151,7 +144,7 @@ def test_the_old_producer_is_fenced_while_the_fencing_abort_is_written(
     broker = fsync_broker
     tc = broker.broker.transactions
     with RawClient(broker.bootstrap) as client:
-        pid, epoch = begin_with_data(client, "zombie")
+        pid, epoch = start_with_data(client, "zombie", [0])
         fenced, answers = broker.call(_race, tc, tc.init_producer_id("zombie", 60000),
                                       tc.end_transaction("zombie", pid, epoch, True),
                                       tc.add_partitions("zombie", pid, epoch, [(T, 1)]),
@@ -174,7 +167,7 @@ def test_end_txn_of_a_transaction_the_timeout_task_is_fencing_is_producer_fenced
     broker = fsync_broker
     tc = broker.broker.transactions
     with RawClient(broker.bootstrap) as client:
-        pid, epoch = begin_with_data(client, "late")
+        pid, epoch = start_with_data(client, "late", [0])
         real_clock = broker.broker.clock
 
         async def time_out_then_commit() -> tuple[int, int]:

@@ -13,24 +13,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kafka.protocol.admin import DescribeProducersRequest
-
 from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient
-from tests.scenario_helpers import create_topic, produce
+from tests.scenario_helpers import create_topic
 from tests.test_crash_recovery import BrokerProcess, _free_port
 from tests.txn_helpers import (
     ABORT,
     COMMIT,
     add_offsets,
-    add_partitions,
     describe,
     end_txn,
     init_pid,
     markers,
     offset_fetch,
-    transactional_batch,
+    open_transactions,
+    start_with_data,
     txn_offset_commit,
     txn_records,
     wait_state,
@@ -38,29 +36,6 @@ from tests.txn_helpers import (
 
 S = TxnState
 FAST_ABORT = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 50}
-
-
-def open_transactions(client: RawClient, topic: str, partitions: int) -> list[tuple[int, int, int]]:
-    """(partition, producer id, first offset) of every transaction still open on ``topic``."""
-    Request = DescribeProducersRequest[0]
-    response = client.request(Request(topics=[Request.TopicRequest(name=topic,
-                                                                   partition_indexes=list(range(partitions)))]))
-    return [(p.partition_index, s.producer_id, s.current_txn_start_offset)
-            for t in response.topics for p in t.partitions for s in p.active_producers
-            if s.current_txn_start_offset >= 0]
-
-
-
-
-def start_with_data(client: RawClient, txn_id: str, partitions: list[int], timeout_ms: int = 60000
-                    ) -> tuple[int, int]:
-    init = init_pid(client, txn_id, timeout_ms)
-    pid, epoch = init.producer_id, init.producer_epoch
-    assert add_partitions(client, txn_id, pid, epoch, {"t": partitions}) == {("t", p): 0 for p in partitions}
-    for p in partitions:
-        assert produce(client, "t", transactional_batch(pid, epoch, 0, 2), partition=p,
-                       transactional_id=txn_id).error_code == 0
-    return pid, epoch
 
 
 def test_prepare_commit_and_prepare_abort_complete_after_a_crash(start_broker: Callable[..., BrokerThread]) -> None:

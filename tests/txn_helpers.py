@@ -6,7 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
+from kafka.protocol.admin import (
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest,
@@ -20,7 +24,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from minikafka.broker.transactions.records import TxnRecord, parse_txn_key, parse_txn_value
 from minikafka.storage.batch import split_batches
 from tests.kafka_wire import RawClient
-from tests.scenario_helpers import fetch_raw, log_start_offset
+from tests.scenario_helpers import fetch_raw, log_start_offset, produce
 
 TXN_LOG = "__transaction_state"
 OFFSETS = "__consumer_offsets"
@@ -107,6 +111,29 @@ def transactional_batch(pid: int, epoch: int, seq: int, count: int = 1, value: b
     for i in range(count):
         builder.append(i, timestamp=1_700_000_000_000 + i, key=None, value=value, headers=[])
     return bytearray(builder.build())
+
+
+def start_with_data(client: RawClient, txn_id: str, partitions: list[int], timeout_ms: int = 60000
+                    ) -> tuple[int, int]:
+    """A transaction of a new producer holding two records in each of ``partitions`` of topic ``t``:
+    its (producer id, epoch)."""
+    init = init_pid(client, txn_id, timeout_ms)
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert add_partitions(client, txn_id, pid, epoch, {"t": partitions}) == {("t", p): 0 for p in partitions}
+    for p in partitions:
+        assert produce(client, "t", transactional_batch(pid, epoch, 0, 2), partition=p,
+                       transactional_id=txn_id).error_code == 0
+    return pid, epoch
+
+
+def open_transactions(client: RawClient, topic: str, partitions: int) -> list[tuple[int, int, int]]:
+    """(partition, producer id, first offset) of every transaction still open on ``topic``."""
+    Request = DescribeProducersRequest[0]
+    response = client.request(Request(topics=[Request.TopicRequest(name=topic,
+                                                                   partition_indexes=list(range(partitions)))]))
+    return [(p.partition_index, s.producer_id, s.current_txn_start_offset)
+            for t in response.topics for p in t.partitions for s in p.active_producers
+            if s.current_txn_start_offset >= 0]
 
 
 @dataclass
