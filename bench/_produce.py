@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import threading
 import time
 from typing import Any
@@ -14,6 +15,16 @@ PRODUCER_CONFIG: dict[str, Any] = {
     "queue.buffering.max.kbytes": 1_048_576,
     "compression.type": "none",
 }
+
+
+def side_by_side_parser(description: str | None, rounds: int, partitions: int) -> argparse.ArgumentParser:
+    """The options of a benchmark that runs two producers side by side in rounds."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each side-by-side round")
+    parser.add_argument("--value-size", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--partitions", type=int, default=partitions)
+    return parser
 
 
 def spread_chunk(producer: Any, topic: str, value: bytes, size: int = 1000) -> list[dict[str, Any]]:

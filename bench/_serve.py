@@ -12,6 +12,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+#: Where data dirs go when a benchmark wants them in memory (so disk writeback stalls do not drown
+#: the difference it measures): /dev/shm where the machine has it, else None (the temp dir).
+MEMORY_DIR: str | None = "/dev/shm" if os.path.isdir("/dev/shm") else None
+
 
 @contextmanager
 def serve(

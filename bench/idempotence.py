@@ -17,7 +17,6 @@ real batch headers.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -27,8 +26,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench._produce import PRODUCER_CONFIG, concurrent_mb_per_s
-from bench._serve import serve
+from bench._produce import PRODUCER_CONFIG, concurrent_mb_per_s, side_by_side_parser
+from bench._serve import MEMORY_DIR, serve
 from minikafka.storage.batch import BatchHeader
 from minikafka.storage.producer_state import ProducerStateManager
 
@@ -71,9 +70,8 @@ def broker_side_append_ratio(batches: int, rounds: int) -> list[float]:
 
     values = [os.urandom(1000) for _ in range(1000)]
     plain = build_batch(values=values)
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     ratios = []
-    with tempfile.TemporaryDirectory(dir=base) as tmp:
+    with tempfile.TemporaryDirectory(dir=MEMORY_DIR) as tmp:
         config = BrokerConfig().topic_defaults() | {"segment.bytes": 64 << 20}
         logs = {mode: PartitionLog.open("b", i, Path(tmp) / f"b-{i}", config) for i, mode in enumerate(("off", "on"))}
         for r in range(rounds):
@@ -119,15 +117,11 @@ def side_by_side_ratios(bootstrap: str, partitions: int, rounds: int, value: byt
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=3.0, help="length of each side-by-side round")
-    parser.add_argument("--value-size", type=int, default=1024)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--partitions", type=int, default=6)
+    parser = side_by_side_parser(__doc__, rounds=5, partitions=6)
     parser.add_argument("--producers", type=int, default=10_000)
     args = parser.parse_args()
     value = os.urandom(args.value_size)
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    base = MEMORY_DIR
     print(f"value={args.value_size}B, acks=all, {args.rounds} rounds of {args.seconds:.0f} s, data dir in {base or 'tmp'}")
     results = {}
     with serve(data_dir_base=base) as (bootstrap, _proc, _dir):

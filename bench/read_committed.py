@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench._produce import PRODUCER_CONFIG, produce_all, spread_chunk
-from bench._serve import serve
+from bench._serve import MEMORY_DIR, serve
 
 TOPIC = "rc-bench"
 
@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("--abort-every", type=int, default=4, help="abort every n-th transaction")
     parser.add_argument("--value-size", type=int, default=1024)
     args = parser.parse_args()
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else None  # no disk writeback stalls in the numbers
+    base = MEMORY_DIR
     print(f"value={args.value_size}B, {args.partitions} partitions, {args.txns} transactions of {args.records} "
           f"records, every {args.abort_every}th aborted, {args.rounds} rounds, data dir in {base or 'tmp'}")
     with serve(data_dir_base=base) as (bootstrap, _proc, data_dir):

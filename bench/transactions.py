@@ -14,7 +14,6 @@ transactions/s, each producer's MB/s, and the median ratio transactional/idempot
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import threading
@@ -24,8 +23,8 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench._produce import PRODUCER_CONFIG, produce_all, spread_chunk
-from bench._serve import serve
+from bench._produce import PRODUCER_CONFIG, produce_all, side_by_side_parser, spread_chunk
+from bench._serve import MEMORY_DIR, serve
 
 
 def _loop(config: dict[str, Any], topic: str, value: bytes, records: int, transactional: bool,
@@ -81,15 +80,11 @@ def side_by_side(bootstrap: str, partitions: int, records: int, value: bytes, se
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=3.0, help="length of each side-by-side round")
-    parser.add_argument("--value-size", type=int, default=1024)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--partitions", type=int, default=3)
+    parser = side_by_side_parser(__doc__, rounds=3, partitions=3)
     parser.add_argument("--records", type=int, nargs="+", default=[100, 1000], help="records per transaction")
     args = parser.parse_args()
     value = os.urandom(args.value_size)
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    base = MEMORY_DIR
     print(f"value={args.value_size}B, acks=all, {args.partitions} partitions, {args.rounds} rounds of "
           f"{args.seconds:.0f} s, data dir in {base or 'tmp'}")
     summary = []
