@@ -200,10 +200,16 @@ def test_reading_while_clients_produce_returns_whole_batches_in_order(spark, pro
                 time.sleep(0.02)
         producer.flush(30)
 
+    def written(partition: int) -> int:
+        return broker.call(lambda: broker.broker.logs.get_log("live", partition).log_end_offset)
+
     thread = threading.Thread(target=produce)
     thread.start()
     try:
-        time.sleep(1.0)
+        deadline = time.monotonic() + 30  # read while the producer writes: once both partitions hold records
+        while min(written(0), written(1)) < 1000:
+            assert time.monotonic() < deadline and not errors, f"the producer is not writing: {errors[:3]}"
+            time.sleep(0.05)
         sizes = []
         for _ in range(3):
             rows = read(spark, data_dir, subscribe="live")
