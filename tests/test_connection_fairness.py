@@ -27,6 +27,20 @@ def long_poll(topic: str) -> Any:
              forgotten_topics_data=[], rack_id="")
 
 
+def wait_parked(broker: BrokerThread, queued: list[int]) -> None:
+    """Wait until the connections inside a request (here: parked on their long-poll) have these
+    numbers of further requests read and queued behind it, in ascending order."""
+
+    def read() -> list[int]:
+        assert broker.broker is not None
+        return sorted(len(c.reader.frames) for c in broker.broker._connections if c.in_request)
+
+    deadline = time.monotonic() + 10
+    while (now := broker.call(read)) != queued:
+        assert time.monotonic() < deadline, f"requests queued behind parked polls: {now}, expected {queued}"
+        time.sleep(0.01)
+
+
 def test_pipelined_requests_of_one_connection_do_not_starve_another(broker: BrokerThread) -> None:
     with RawClient(broker.bootstrap) as setup:
         create_topic(setup, WAKE)
@@ -40,11 +54,11 @@ def test_pipelined_requests_of_one_connection_do_not_starve_another(broker: Brok
         appends = [produce_request(TARGET, 0, build_batch(value=b"x"), acks=1) for _ in range(PIPELINED)]
         for request in appends:
             busy.send(request)
-        time.sleep(0.3)
+        wait_parked(broker, [PIPELINED])
         fetch_other, latest = long_poll(WAKE), list_offsets(5, TARGET)
         other.send(fetch_other)
         other.send(latest)
-        time.sleep(0.3)
+        wait_parked(broker, [1, PIPELINED])
         with RawClient(broker.bootstrap) as waker:
             produce(waker, WAKE, build_batch(value=b"wake up"))
         assert other.recv(fetch_other).responses[0].partitions[0].high_watermark == 1
