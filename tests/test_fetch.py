@@ -45,6 +45,8 @@ def test_long_poll_returns_as_soon_as_data_is_appended(broker: BrokerThread) -> 
 
     t = threading.Thread(target=poll)
     t.start()
+    # A bounded wait on purpose: the poll must still be waiting (not answered) 0.3 s on, which the
+    # lower bound on its duration below checks; no condition can show that nothing happened.
     time.sleep(0.3)
     with RawClient(broker.bootstrap) as c:
         assert produce(c, T, build_batch(value=b"wake")).error_code == 0

@@ -97,6 +97,8 @@ def test_idle_connection_is_closed_and_a_busy_one_is_not(
     broker = start_broker(config={"connections.max.idle.ms": 400})
     with caplog.at_level(logging.INFO, logger="minikafka"), RawClient(broker.bootstrap) as idle, \
             RawClient(broker.bootstrap) as busy:
+        # Real time on purpose: the idle sweeper measures on the monotonic clock, and the busy
+        # connection must NOT be closed while it keeps asking, for well over the idle limit.
         started = time.monotonic()
         while time.monotonic() - started < 1.5:
             assert busy.request(ApiVersionsRequest[2]()).error_code == 0
@@ -189,7 +191,7 @@ def test_a_reader_that_never_reads_cannot_make_the_broker_buffer_without_limit(
         one = bytes(request.encode(framed=True, header=True))
         slow.sendall(one * 200)  # 200 pipelined fetches of ~2 MB each = ~400 MB of answers, never read
         peak = (0, 0)
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 2  # a bounded watch: the buffers must NOT grow past their limits
         while time.monotonic() < deadline:
             for queued, unread in _broker_buffers(broker):
                 peak = (max(peak[0], queued), max(peak[1], unread))

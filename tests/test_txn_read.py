@@ -268,6 +268,8 @@ def test_read_committed_long_poll_waits_for_the_marker_not_for_data_behind_the_o
     t = threading.Thread(target=poll)
     t.start()
     w.plain(b"behind")  # readable for read_uncommitted only: must not end the wait
+    # A bounded wait on purpose: it shows the poll does NOT end within 0.5 s of that append
+    # (no condition can show that nothing happened).
     time.sleep(0.5)
     assert "part" not in result
     marked = time.monotonic()
