@@ -15,7 +15,7 @@ import pytest
 from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient, build_batch
-from tests.scenario_helpers import create_topic, produce
+from tests.scenario_helpers import clock_ahead, create_topic, produce
 from tests.txn_clients import CLIENTS, TxnProducer, read_committed
 from tests.txn_helpers import ABORT, COMMIT, init_pid, markers, offset_fetch, stored_batches, wait_state
 
@@ -185,12 +185,8 @@ def test_a_vanished_producer_is_aborted_by_timeout_and_its_id_is_reusable(
             gone.begin()
             gone.send("a", 1, f"lost-{name}".encode())
             epoch = broker.call(lambda t=txn_id: broker.broker.transactions.txns[t].producer_epoch)
-            real_clock = broker.broker.clock
-            broker.broker.clock = lambda clock=real_clock: clock() + 6000
-            try:
+            with clock_ahead(broker.broker, 6000):
                 wait_state(broker, txn_id, S.COMPLETE_ABORT)
-            finally:
-                broker.broker.clock = real_clock
             assert markers(raw, "a", 1)[-1][2:] == (epoch + 1, ABORT)
             again = client(broker.bootstrap, txn_id, 5000)
             again.begin()

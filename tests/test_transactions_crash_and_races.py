@@ -18,7 +18,7 @@ import pytest
 from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient
-from tests.scenario_helpers import create_topic, produce
+from tests.scenario_helpers import clock_ahead, create_topic, produce
 from tests.test_txn_read import READ_COMMITTED, batches, fetch
 from tests.txn_helpers import (
     COMMIT,
@@ -168,14 +168,10 @@ def test_end_txn_of_a_transaction_the_timeout_task_is_fencing_is_producer_fenced
     tc = broker.broker.transactions
     with RawClient(broker.bootstrap) as client:
         pid, epoch = start_with_data(client, "late", [0])
-        real_clock = broker.broker.clock
 
         async def time_out_then_commit() -> tuple[int, int]:
-            broker.broker.clock = lambda: real_clock() + 61_000
-            try:
+            with clock_ahead(broker.broker, 61_000):
                 started = tc.abort_timed_out()
-            finally:
-                broker.broker.clock = real_clock
             return started, await tc.end_transaction("late", pid, epoch, True)
 
         assert broker.call(time_out_then_commit) == (1, 90)

@@ -14,7 +14,7 @@ from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from minikafka.broker.transactions.records import txn_key
 from tests.kafka_wire import RawClient, build_batch
-from tests.scenario_helpers import create_topic, produce
+from tests.scenario_helpers import clock_ahead, create_topic, produce
 from tests.txn_helpers import (
     ABORT,
     COMMIT,
@@ -314,12 +314,8 @@ def test_timed_out_transaction_is_fenced_and_aborted(start_broker: Callable[...,
         pid, epoch = begin(client, txn_id, {T: [0, 1]}, timeout_ms=60000)
         assert produce(client, T, transactional_batch(pid, epoch, 0, 2), transactional_id=txn_id).error_code == 0
         assert broker.call(coordinator(broker).abort_timed_out) == 0  # not yet
-        real_clock = broker.broker.clock
-        broker.broker.clock = lambda: real_clock() + 61_000
-        try:
+        with clock_ahead(broker.broker, 61_000):
             wait_state(broker, txn_id, S.COMPLETE_ABORT)
-        finally:
-            broker.broker.clock = real_clock
         assert markers(client, T, 0) == [(2, pid, epoch + 1, ABORT)]
         assert markers(client, T, 1) == [(0, pid, epoch + 1, ABORT)]
         assert end_txn(client, txn_id, pid, epoch, commit=True, version=3) == 90
@@ -336,12 +332,8 @@ def test_idle_transactional_ids_expire(start_broker: Callable[..., BrokerThread]
         create_topic(client, T, partitions=2)
         pid, epoch = begin(client, txn_id)  # Ongoing: never expires
         other = init_pid(client, "idle").producer_id
-        real_clock = broker.broker.clock
-        broker.broker.clock = lambda: real_clock() + 5_000
-        try:
+        with clock_ahead(broker.broker, 5_000):
             wait_for(broker, lambda: "idle" not in coordinator(broker).txns, "the idle id to expire")
-        finally:
-            broker.broker.clock = real_clock
         assert txn_id in broker.call(lambda: dict(coordinator(broker).txns))
         assert txn_records(client, "idle")[-1] is None  # tombstone
         fresh = init_pid(client, "idle")

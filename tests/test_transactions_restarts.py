@@ -16,7 +16,7 @@ from pathlib import Path
 from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.transactions.metadata import TxnState
 from tests.kafka_wire import RawClient
-from tests.scenario_helpers import create_topic
+from tests.scenario_helpers import clock_ahead, create_topic
 from tests.test_crash_recovery import BrokerProcess, _free_port
 from tests.txn_helpers import (
     ABORT,
@@ -77,12 +77,8 @@ def test_ongoing_transaction_is_aborted_after_a_crash_when_it_times_out(
         assert describe(client, "open")[0].transaction_state == "Ongoing"
         assert sorted(open_transactions(client, "t", 2)) == [(0, pid, 0), (1, pid, 0)]
         assert offset_fetch(client, "g", ("t", 1), require_stable=True) == (-1, 88)  # replayed as pending
-        real_clock = broker.broker.clock
-        broker.broker.clock = lambda: real_clock() + 61_000
-        try:
+        with clock_ahead(broker.broker, 61_000):
             wait_state(broker, "open", S.COMPLETE_ABORT)
-        finally:
-            broker.broker.clock = real_clock
         assert markers(client, "t", 0) == [(2, pid, epoch + 1, ABORT)]
         assert open_transactions(client, "t", 2) == []
         assert offset_fetch(client, "g", ("t", 1), require_stable=True) == (-1, 0)
