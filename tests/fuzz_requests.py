@@ -114,9 +114,9 @@ def create_partitions(v: int, topic: str) -> Any:
              validate_only=True)
 
 
-def describe_producers(v: int, topic: str) -> Any:
+def describe_producers(v: int, topic: str, partitions: int = 1) -> Any:
     R = DescribeProducersRequest[v]
-    return R(topics=[R.TopicRequest(name=topic, partition_indexes=[0])])
+    return R(topics=[R.TopicRequest(name=topic, partition_indexes=list(range(partitions)))])
 
 
 #: A transactional id no producer initialised: the transaction APIs answer it, with the error below.

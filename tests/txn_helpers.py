@@ -6,11 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.admin import (
-    DescribeProducersRequest,
-    DescribeTransactionsRequest,
-    ListTransactionsRequest,
-)
+from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest,
@@ -23,6 +19,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from minikafka.broker.transactions.records import TxnRecord, parse_txn_key, parse_txn_value
 from minikafka.storage.batch import split_batches
+from tests.fuzz_requests import describe_producers
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import fetch_raw, log_start_offset, produce
 
@@ -128,9 +125,7 @@ def start_with_data(client: RawClient, txn_id: str, partitions: list[int], timeo
 
 def open_transactions(client: RawClient, topic: str, partitions: int) -> list[tuple[int, int, int]]:
     """(partition, producer id, first offset) of every transaction still open on ``topic``."""
-    Request = DescribeProducersRequest[0]
-    response = client.request(Request(topics=[Request.TopicRequest(name=topic,
-                                                                   partition_indexes=list(range(partitions)))]))
+    response = client.request(describe_producers(0, topic, partitions))
     return [(p.partition_index, s.producer_id, s.current_txn_start_offset)
             for t in response.topics for p in t.partitions for s in p.active_producers
             if s.current_txn_start_offset >= 0]
