@@ -93,6 +93,9 @@ def encode_response(api_key: int, version: int, response: Any) -> Parts | None:
 def _length(body: memoryview, pos: int, flexible: bool, wide: bool) -> tuple[int, int]:
     """A string/bytes/array length: compact (unsigned varint, +1) or int16/int32; -1 is null."""
     if flexible:
+        n = body[pos]
+        if n < 0x80:  # the usual one-byte varint
+            return n - 1, pos + 1
         n = shift = 0
         while True:
             byte = body[pos]
@@ -107,6 +110,9 @@ def _length(body: memoryview, pos: int, flexible: bool, wide: bool) -> tuple[int
 
 
 def _string(body: memoryview, pos: int, flexible: bool, field: str, nullable: bool) -> tuple[str | None, int]:
+    if flexible and 0 < body[pos] < 0x80:  # the usual one-byte length, read here
+        end = pos + body[pos]
+        return str(body[pos + 1 : end], "utf-8"), end
     n, pos = _length(body, pos, flexible, False)
     if n < 0:
         if not nullable:
@@ -116,6 +122,8 @@ def _string(body: memoryview, pos: int, flexible: bool, field: str, nullable: bo
 
 
 def _count(body: memoryview, pos: int, flexible: bool, field: str) -> tuple[int, int]:
+    if flexible and 0 < body[pos] < 0x80:  # the usual one-byte length, read here
+        return body[pos] - 1, pos + 1
     n, pos = _length(body, pos, flexible, True)
     if n == -1:
         raise NullInRequest(f"non-nullable field {field} is null")
@@ -157,31 +165,95 @@ def make(cls: Any, **fields: Any) -> Any:
     return obj
 
 
-def _new(cls: Any, version: int) -> Any:
-    obj = object.__new__(cls)
-    obj._version = version
-    obj.tags = None
-    obj.unknown_tags = None
-    return obj
+#: version -> (message class, topic class, partition class, record error class)
+_PRODUCE_RESPONSE_CLASSES: dict[int, tuple[Any, Any, Any, Any]] = {}
+
+
+def _produce_response_classes(version: int) -> tuple[Any, Any, Any, Any]:
+    from kafka.protocol.producer import ProduceResponse
+
+    topic_class = ProduceResponse[version].TopicProduceResponse
+    partition_class = topic_class.PartitionProduceResponse
+    classes = (ProduceResponse, topic_class, partition_class, partition_class.BatchIndexAndErrorMessage)
+    _PRODUCE_RESPONSE_CLASSES[version] = classes
+    return classes
+
+
+def produce_partition_response(version: int, index: int, error_code: int, base_offset: int,
+                               log_append_time_ms: int, log_start_offset: int, error_message: str | None,
+                               record_errors: list[tuple[int, str | None]]) -> Any:
+    """One partition's answer in a ProduceResponse of ``version``, as :func:`make` builds it
+    (``error_message`` and ``record_errors`` are set from v8, where they exist), filled slot by
+    slot: this runs for every partition of every Produce."""
+    classes = _PRODUCE_RESPONSE_CLASSES.get(version) or _produce_response_classes(version)
+    p = object.__new__(classes[2])
+    p._version = p.tags = p.unknown_tags = None
+    p.index = index
+    p.error_code = error_code
+    p.base_offset = base_offset
+    p.log_append_time_ms = log_append_time_ms
+    p.log_start_offset = log_start_offset
+    if version >= 8:
+        p.error_message = error_message
+        p.record_errors = [make(classes[3], batch_index=i, batch_index_error_message=m) for i, m in record_errors]
+    return p
+
+
+def produce_response(version: int, topics: list[tuple[str, list[Any]]]) -> Any:
+    """ProduceResponse[version] of ``(topic name, partition answers)`` pairs, throttle time 0,
+    as :func:`make` builds it."""
+    message_class, topic_class, _, _ = _PRODUCE_RESPONSE_CLASSES.get(version) or _produce_response_classes(version)
+    answers = []
+    for name, partitions in topics:
+        t = object.__new__(topic_class)
+        t._version = t.tags = t.unknown_tags = None
+        t.name = name
+        t.partition_responses = partitions
+        answers.append(t)
+    r = object.__new__(message_class)
+    r._version = version
+    r.tags = r.unknown_tags = r._header = r._min_version = r._max_version = None
+    r.responses = answers
+    r.throttle_time_ms = 0
+    return r
+
+
+#: (request class, version) -> (message class, topic class, partition class, flexible)
+_PRODUCE_REQUEST_PLANS: dict[tuple[Any, int], tuple[Any, Any, Any, bool]] = {}
+
+
+def _produce_request_plan(request_class: Any, version: int) -> tuple[Any, Any, Any, bool]:
+    topic_class = request_class.TopicProduceData
+    plan = (request_class[None], topic_class, topic_class.PartitionProduceData, version >= PRODUCE_FLEXIBLE)
+    _PRODUCE_REQUEST_PLANS[request_class, version] = plan
+    return plan
 
 
 def decode_produce_request(request_class: Any, body: memoryview, version: int) -> Any:
-    """ProduceRequest v3+ into kafka-python's objects, refusing nulls where Kafka does."""
-    flexible = version >= PRODUCE_FLEXIBLE
-    topic_class = request_class.TopicProduceData
-    partition_class = topic_class.PartitionProduceData
+    """ProduceRequest v3+ into kafka-python's objects, refusing nulls where Kafka does.
+
+    Written out for speed (this runs for every Produce): objects are filled slot by slot, and a
+    compact length under 128 (one byte) is read in place."""
+    plan = _PRODUCE_REQUEST_PLANS.get((request_class, version)) or _produce_request_plan(request_class, version)
+    message_class, topic_class, partition_class, flexible = plan
     transactional_id, pos = _string(body, 0, flexible, "transactional_id", True)
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(body, pos)
     pos += 6
     topic_count, pos = _count(body, pos, flexible, "topic_data")
     topics = []
+    new = object.__new__
     for _ in range(topic_count):
         name, pos = _string(body, pos, flexible, "topic_data.name", False)
         partition_count, pos = _count(body, pos, flexible, "topic_data.partition_data")
         partitions = []
         for _ in range(partition_count):
             (index,) = _I32.unpack_from(body, pos)
-            size, pos = _length(body, pos + 4, flexible, True)
+            pos += 4
+            if flexible and body[pos] < 0x80:
+                size = body[pos] - 1
+                pos += 1
+            else:
+                size, pos = _length(body, pos, flexible, True)
             if size < 0:
                 records = None
             elif size >= SHARED_RECORDS and not body.readonly:
@@ -191,21 +263,33 @@ def decode_produce_request(request_class: Any, body: memoryview, version: int) -
                 records = bytes(body[pos : pos + size])
                 pos += size
             if flexible:
-                pos = _no_tags(body, pos)
-            partition = _new(partition_class, version)
+                if body[pos]:
+                    raise _StepAside("tagged fields")
+                pos += 1
+            partition = new(partition_class)
+            partition._version = version
+            partition.tags = partition.unknown_tags = None
             partition.index = index
             partition.records = records
             partitions.append(partition)
         if flexible:
             pos = _no_tags(body, pos)
-        topic = _new(topic_class, version)
+        topic = new(topic_class)
+        topic._version = version
+        topic.tags = topic.unknown_tags = None
         topic.name = name
         topic.partition_data = partitions
         topics.append(topic)
     if flexible:
         _no_tags(body, pos)
-    return make(request_class[version], transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
-                topic_data=topics)
+    request = new(message_class)
+    request._version = version
+    request.tags = request.unknown_tags = request._header = request._min_version = request._max_version = None
+    request.transactional_id = transactional_id
+    request.acks = acks
+    request.timeout_ms = timeout_ms
+    request.topic_data = topics
+    return request
 
 
 # ----------------------------------------------------------------------------- writing

@@ -16,7 +16,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode, KafkaError
-from minikafka.protocol.fast import make
+from minikafka.protocol.fast import produce_partition_response, produce_response
 from minikafka.storage import legacy
 from minikafka.storage.batch import (
     is_transactional_batch,
@@ -80,27 +80,40 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the transaction is being completed; retry")
 
 
+def _transactional_batches(topic_data: list[Any]) -> tuple[bool, set[tuple[int, int]]]:
+    """Whether any partition's data starts with a transactional batch, and the ``(producer id,
+    epoch)`` pairs of those batches (one scan of the request for both request-level checks)."""
+    any_transactional = False
+    producers: set[tuple[int, int]] = set()
+    for topic in topic_data:
+        for part in topic.partition_data:
+            if is_transactional_batch(part.records):
+                any_transactional = True
+                producer = transactional_producer(part.records)
+                if producer is not None:
+                    producers.add(producer)
+    return any_transactional, producers
+
+
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     services = ctx.services
     logs = ctx.storage
     version = ctx.api_version
     acks = request.acks
-    Response = ProduceResponse[version]
-    TopicResponse = Response.TopicProduceResponse
-    PartitionResponse = TopicResponse.PartitionProduceResponse
+    transactional_id = request.transactional_id
 
-    txn_without_id = request.transactional_id is None and any(
-        is_transactional_batch(p.records) for t in request.topic_data for p in t.partition_data
-    )
+    any_transactional, txn_producers = _transactional_batches(request.topic_data)
+    txn_without_id = transactional_id is None and any_transactional
     # Kafka refuses the whole request when its transactional batches come from more than one
     # producer id and epoch (ReplicaManager.handleProduceAppend)
-    txn_producers = {transactional_producer(p.records) for t in request.topic_data for p in t.partition_data}
-    mixed_producers = len(txn_producers - {None}) > 1
+    mixed_producers = len(txn_producers) > 1
     min_isr = services.config.get("min.insync.replicas")
+    metrics = services.metrics
     appended: list[Any] = []
     failed = False
     topics_out = []
     for topic in request.topic_data:
+        name = topic.name
         parts_out = []
         for part in topic.partition_data:
             error = ErrorCode.NONE
@@ -109,7 +122,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
             base_offset = -1
             append_time = -1
             log_start = -1
-            partition_log = logs.get_log(topic.name, part.index) if topic.name else None
+            partition_log = logs.get_log(name, part.index) if name else None
             try:
                 if txn_without_id:
                     raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -125,23 +138,24 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     batch = _legacy_batch(part.records, partition_log, services.clock())
                 if acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
-                if is_internal(topic.name) and ctx.client_id != "__admin_client":
-                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {topic.name}")
+                if is_internal(name) and ctx.client_id != "__admin_client":
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {name}")
                 if acks == -1 and min_isr > 1:
                     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                      f"the in-sync replica set (1) is smaller than min.insync.replicas ({min_isr})")
-                _verify_transactional(ctx, request.transactional_id, batch, (topic.name, part.index), version)
+                if any_transactional:
+                    _verify_transactional(ctx, transactional_id, batch, (name, part.index), version)
                 result = partition_log.append_from_client(batch)
                 base_offset = result.base_offset
                 append_time = result.log_append_time
                 log_start = result.log_start_offset
                 if result.duplicate:
                     log.info("%s-%d: retried batch answered from the duplicate cache with offset %d (client %r)",
-                             topic.name, part.index, result.base_offset, ctx.client_id)
+                             name, part.index, result.base_offset, ctx.client_id)
                 else:
                     appended.append(partition_log)
-                    services.metrics.batches_appended += 1
-                    services.metrics.records_appended += result.last_offset - result.base_offset + 1
+                    metrics.batches_appended += 1
+                    metrics.records_appended += result.last_offset - result.base_offset + 1
             except _NothingToAppend:
                 log_start = partition_log.log_start_offset if partition_log is not None else -1
             except KafkaError as exc:
@@ -151,17 +165,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 record_errors = exc.record_errors
                 if partition_log is not None and error not in _NO_LOG_START:
                     log_start = partition_log.log_start_offset
-                log.debug("produce to %s-%d from %r failed: %s", topic.name, part.index, ctx.client_id, exc)
-            if version >= 8:
-                parts_out.append(make(
-                    PartitionResponse, index=part.index, error_code=error, base_offset=base_offset,
-                    log_append_time_ms=append_time, log_start_offset=log_start, error_message=message,
-                    record_errors=[make(PartitionResponse.BatchIndexAndErrorMessage, batch_index=i,
-                                        batch_index_error_message=m) for i, m in record_errors]))
-            else:
-                parts_out.append(make(PartitionResponse, index=part.index, error_code=error, base_offset=base_offset,
-                                      log_append_time_ms=append_time, log_start_offset=log_start))
-        topics_out.append(make(TopicResponse, name=topic.name, partition_responses=parts_out))
+                log.debug("produce to %s-%d from %r failed: %s", name, part.index, ctx.client_id, exc)
+            parts_out.append(produce_partition_response(version, part.index, error, base_offset, append_time,
+                                                        log_start, message, record_errors))
+        topics_out.append((name, parts_out))
 
     if services.config.fsync and acks != 0:
         for partition_log in appended:
@@ -170,4 +177,4 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         if failed:
             raise CloseConnection("acks=0 produce failed on some partition")
         return None
-    return make(Response, responses=topics_out, throttle_time_ms=0)
+    return produce_response(version, topics_out)
