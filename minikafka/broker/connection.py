@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from minikafka.broker.listeners import Listener
     from minikafka.broker.sasl import SaslSession
     from minikafka.broker.server import Broker
+    from minikafka.protocol.apis import ApiSpec
 
 log = logging.getLogger("minikafka.connection")
 
@@ -89,7 +90,8 @@ class Connection:
                 self.last_active = time.monotonic()
                 self.in_request = True
                 try:
-                    keep_open = await self.handle_frame(payload)
+                    outcome = self.handle_frame(payload)
+                    keep_open = outcome if outcome.__class__ is bool else await outcome  # type: ignore[misc]
                 finally:
                     self.in_request = False
                 if not keep_open:
@@ -102,7 +104,7 @@ class Connection:
                     # One request per connection per turn of the event loop: a client that
                     # pipelines must not hold the loop while other connections wait (Kafka
                     # queues requests from all connections in one FIFO).
-                    await asyncio.sleep(0)
+                    await _next_turn()
         except ConnectionError as exc:  # reset by peer, broken pipe: a client went away, which is routine
             log.debug("connection from %s ended: %s", self.peer, exc)
         except OSError as exc:
@@ -110,21 +112,25 @@ class Connection:
         finally:
             self.close()
 
-    async def handle_frame(self, payload: bytes | memoryview) -> bool:
-        """Handle one request; False when the connection must be closed."""
+    def handle_frame(self, payload: bytes | memoryview) -> bool | Coroutine[Any, Any, bool]:
+        """Handle one request: whether the connection stays open, or, for a request that has to
+        wait (a handler that awaits, SASL's screening), a coroutine that tells it when done.
+
+        Most handlers finish without waiting: their coroutine is stepped once here, by hand, and
+        answered at once, without a task step or a coroutine of ours around it. One that does
+        wait first sends the answers queued before it."""
         if self.sasl is not None and not self.sasl.complete:
-            payload = bytes(payload)
-            verdict = await self.sasl.screen(self, payload)  # before authentication: Kafka's SASL sequence
-            if verdict is not None:
-                return verdict
+            return self._screened(bytes(payload))
+        return self._handle(payload)
+
+    def _handle(self, payload: bytes | memoryview) -> bool | Coroutine[Any, Any, bool]:
         broker = self.broker
-        table = broker.api_table
         try:
             header = parse_request_header(payload, broker.request_is_flexible)
         except MalformedRequest as exc:
             log.warning("closing connection from %s: malformed request header: %s", self.peer, exc)
             return False
-        spec = table.get(header.api_key)
+        spec = broker.api_table.get(header.api_key)
         if spec is None:
             log.warning(
                 "closing connection from %s: unknown API key %d (client %r)",
@@ -159,30 +165,49 @@ class Connection:
             )
             return False
         ctx = RequestContext(broker.services, self, header)
-        try:
-            response = await self._eagerly(broker.dispatch(spec, ctx, request))
-        except CloseConnection as exc:
-            log.info("closing connection from %s after %s: %s", self.peer, spec.name, exc)
-            return False
-        except Exception:
-            log.exception("unexpected error handling %s v%d from %s", spec.name, header.api_version, self.peer)
-            return False
-        if response is not None:
-            self.answer(header, response)
-        broker.metrics.observe_request(spec.name, time.perf_counter() - started, len(payload) + 4)
-        return True
-
-    async def _eagerly(self, handling: Coroutine[Any, Any, Any]) -> Any:
-        """Run a handler; if it has to wait, send the answers queued before it first.
-
-        Most handlers finish without waiting; stepping the coroutine once tells which ones do
-        not, before the event loop is given the turn."""
+        interceptor = broker.interceptor
+        handling = spec.handler(ctx, request) if interceptor is None else interceptor.dispatch(spec, ctx, request)
         try:
             waiting_on = handling.send(None)
         except StopIteration as done:
-            return done.value
+            return self._answered(spec, header, done.value, started, len(payload))
+        except Exception as exc:
+            return self._failed(spec, header, exc)
         self.flush()
-        return await _resume(handling, waiting_on)
+        return self._finish(handling, waiting_on, spec, header, started, len(payload))
+
+    async def _screened(self, payload: bytes) -> bool:
+        """A frame before SASL authentication completes: Kafka's SASL sequence screens it first."""
+        assert self.sasl is not None
+        verdict = await self.sasl.screen(self, payload)
+        if verdict is not None:
+            return verdict
+        outcome = self._handle(payload)
+        return outcome if outcome.__class__ is bool else await outcome  # type: ignore[misc]
+
+    async def _finish(self, handling: Coroutine[Any, Any, Any], waiting_on: Any, spec: ApiSpec,
+                      header: RequestHeader, started: float, size: int) -> bool:
+        """Finish a handler that had to wait, inside the connection's task."""
+        try:
+            response = await _resume(handling, waiting_on)
+        except Exception as exc:
+            return self._failed(spec, header, exc)
+        return self._answered(spec, header, response, started, size)
+
+    def _answered(self, spec: ApiSpec, header: RequestHeader, response: Any, started: float, size: int) -> bool:
+        if response is not None:
+            self.answer(header, response)
+        self.broker.metrics.observe_request(spec.name, time.perf_counter() - started, size + 4)
+        return True
+
+    def _failed(self, spec: ApiSpec, header: RequestHeader, exc: Exception) -> bool:
+        """A handler that raised: Kafka closes the connection (logged as routine when asked for)."""
+        if isinstance(exc, CloseConnection):
+            log.info("closing connection from %s after %s: %s", self.peer, spec.name, exc)
+        else:
+            log.error("unexpected error handling %s v%d from %s", spec.name, header.api_version, self.peer,
+                      exc_info=exc)
+        return False
 
     def answer(self, header: RequestHeader, response: Any) -> None:
         """Queue ``response`` to the request ``header`` describes, in that request's version.
@@ -237,6 +262,13 @@ class Connection:
             self.transport.close()
         except Exception:  # transport already gone
             pass
+
+
+@types.coroutine
+def _next_turn() -> Generator[None, None, None]:
+    """Let the event loop run everything else that is ready, then come back: what
+    ``asyncio.sleep(0)`` does, without its coroutine around the bare yield."""
+    yield
 
 
 @types.coroutine

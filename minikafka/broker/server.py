@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka import __version__
 from minikafka.broker.connection import Connection
-from minikafka.broker.context import BrokerServices, RequestContext
+from minikafka.broker.context import BrokerServices
 from minikafka.broker.dispatch import build_api_table
 from minikafka.broker.fetch_waiters import FetchWaiters
 from minikafka.broker.flusher import Flusher
@@ -39,7 +39,6 @@ from minikafka.storage.log_manager import LogManager
 from minikafka.storage.producer_ids import ProducerIdAllocator
 
 if TYPE_CHECKING:
-    from kafka.protocol.api_message import ApiMessage
 
     from minikafka.broker.sasl import UserStore
 
@@ -291,11 +290,6 @@ class Broker:
         if api_key == 18:  # ApiVersions: v3+ is flexible even above the supported range
             return api_version >= 3
         return spec.flexible(api_version) if spec.supports(api_version) else False
-
-    async def dispatch(self, spec: ApiSpec, ctx: RequestContext, request: Any) -> ApiMessage | None:
-        if self.interceptor is not None:
-            return await self.interceptor.dispatch(spec, ctx, request)
-        return await spec.handler(ctx, request)
 
     def unsupported_api_versions_body(self) -> bytes:
         from minikafka.broker.handlers.api_versions import unsupported_version_body
