@@ -29,14 +29,15 @@ from ..config import LONG_MAX, timestamp_bounds, topic_config
 from ..errors import ErrorCode, KafkaError
 from .batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_FLAG,
     CRC_OFFSET,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     compute_crc,
-    set_base_offset,
     set_log_append_time,
-    set_partition_leader_epoch,
 )
 from .control import Marker, build_marker
 from .log_loader import load
@@ -49,6 +50,8 @@ from .txn_index import AbortedTxn
 log = logging.getLogger(__name__)
 
 _INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_LEADER_EPOCH_OFFSET = 12  # partitionLeaderEpoch, after baseOffset and batchLength
 _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 
@@ -82,6 +85,11 @@ class _Settings:
     retention_ms: int
     retention_bytes: int
     codec: int | None  # compression.type as a codec id; None for "producer" (keep the client's)
+
+    decodes_records: bool = False  # bounded timestamps or compaction: an append decodes the records
+
+    def __post_init__(self) -> None:
+        self.decodes_records = self.bounded_timestamps or self.compacted
 
     @property
     def bounded_timestamps(self) -> bool:
@@ -253,7 +261,7 @@ class PartitionLog:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
         if now_ms is None:
             now_ms = self._now_ms()
-        if isinstance(batch, bytes) or (isinstance(batch, memoryview) and batch.readonly):
+        if batch.__class__ is not bytearray and (isinstance(batch, bytes) or batch.readonly):
             batch = bytearray(batch)
         s = self._settings
         size = len(batch)
@@ -264,27 +272,28 @@ class PartitionLog:
         if size > s.max_message_bytes:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"batch of {size} bytes exceeds max.message.bytes {s.max_message_bytes}")
-        # 9. size and CRC
+        # 9. size and CRC (the header's properties are spelled out below: this runs for every batch)
         if size < HEADER_SIZE:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"batch of {size} bytes is smaller than a header")
         header = BatchHeader.parse(batch)
-        if header.size != size or header.magic != 2:
+        if LOG_OVERHEAD + header.batch_length != size or header.magic != 2:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch length or magic does not match")
         if crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch CRC-32C mismatch")
+        attributes = header.attributes
         # 10. codec
-        if header.compression > 4:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {header.compression}")
+        if attributes & COMPRESSION_MASK > 4:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {attributes & COMPRESSION_MASK}")
         # 11. batch checks
         count = header.last_offset_delta + 1
         if count <= 0 or header.records_count <= 0 or count != header.records_count:
             raise KafkaError(ErrorCode.INVALID_RECORD, "lastOffsetDelta + 1 must equal recordsCount")
-        if header.is_control:
+        if attributes & CONTROL_FLAG:
             raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not send control batches")
         if from_client and header.producer_id >= 0 and header.base_sequence < 0:
             raise KafkaError(ErrorCode.INVALID_RECORD, "idempotent batch without a base sequence")
         # 12-13. records: decoded only when the topic needs it
-        if s.bounded_timestamps or s.compacted or header.is_log_append_time:
+        if s.decodes_records or attributes & TIMESTAMP_TYPE_MASK:
             self._check_records(batch, header, now_ms)
         # 14. the topic's compression.type: the batch is stored with that codec (sequence numbers,
         # offsets deltas and timestamps unchanged), and must still fit max.message.bytes
@@ -317,8 +326,8 @@ class PartitionLog:
                marker: Marker | None = None) -> AppendResult:
         """Give the batch the next offset, write it and record it in the producer state."""
         leo = self.log_end_offset
-        set_base_offset(batch, 0, leo)
-        set_partition_leader_epoch(batch, 0, 0)
+        _INT64.pack_into(batch, 0, leo)  # baseOffset and partitionLeaderEpoch: outside the CRC
+        _INT32.pack_into(batch, _LEADER_EPOCH_OFFSET, 0)
         header.base_offset = leo
         header.partition_leader_epoch = 0
         try:
@@ -326,19 +335,19 @@ class PartitionLog:
         except OSError as e:
             log.error("%s: write failed: %s", self.name, e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write failed: {e}") from e
-        self.log_end_offset = self.high_watermark = header.next_offset
+        delta = header.last_offset_delta
+        self.log_end_offset = self.high_watermark = leo + delta + 1
         if marker is None:
             self.producer_state.update(header, now_ms)
         else:
             self._apply_marker(seg, header, marker, now_ms)
         s = self._settings
-        self._unflushed_messages += header.last_offset_delta + 1
+        self._unflushed_messages += delta + 1
         if self._unflushed_messages >= s.flush_messages:
             self.flush()
         if self.on_append is not None:
             self.on_append(self)
-        return AppendResult(leo, header.last_offset, now_ms if s.log_append_time else -1,
-                            self.log_start_offset, False)
+        return AppendResult(leo, leo + delta, now_ms if s.log_append_time else -1, self.log_start_offset, False)
 
     def _apply_marker(self, seg: LogSegment, header: BatchHeader, marker: Marker, now_ms: int | None,
                       index: bool = True) -> None:

@@ -37,7 +37,7 @@ from minikafka.clock import wall_clock_ms
 from minikafka.config import default_setting
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage import snapshot as snapshots
-from minikafka.storage.batch import INT32_MAX, BatchHeader, last_sequence
+from minikafka.storage.batch import CONTROL_FLAG, INT32_MAX, TRANSACTIONAL_FLAG, BatchHeader, last_sequence
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,8 @@ class ProducerStateManager:
         epoch = header.producer_epoch
         first_seq = header.base_sequence
         if epoch == entry.epoch:
-            last_seq = last_sequence(first_seq, header.last_offset_delta)
+            delta = header.last_offset_delta
+            last_seq = first_seq if delta == 0 else last_sequence(first_seq, delta)
             for cached in entry.batches:
                 if cached.first_seq == first_seq and cached.last_seq == last_seq:
                     self.counters["duplicates"] += 1
@@ -173,7 +174,7 @@ class ProducerStateManager:
                 ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"producer {pid}: new epoch {epoch} must start at sequence 0, not {first_seq}",
             )
-        if entry.current_txn_first_offset >= 0 and not header.is_transactional:
+        if entry.current_txn_first_offset >= 0 and not header.attributes & TRANSACTIONAL_FLAG:
             raise KafkaError(
                 ErrorCode.INVALID_TXN_STATE,
                 f"producer {pid} has an open transaction; non-transactional batch refused",
@@ -233,7 +234,8 @@ class ProducerStateManager:
         timestamp = header.max_timestamp
         entry.last_timestamp = timestamp
         entry.last_append_ms = self._now_ms() if append_ms is None else append_ms
-        if header.is_control:
+        attributes = header.attributes  # (the header's properties spelled out: this runs for every batch)
+        if attributes & CONTROL_FLAG:
             # A transaction marker replayed without its record decoded: it ends the open transaction.
             self._close_txn(entry)
             return
@@ -246,7 +248,7 @@ class ProducerStateManager:
         batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
         if len(batches) > NUM_BATCHES_TO_RETAIN:
             del batches[0]
-        if entry.current_txn_first_offset < 0 and header.is_transactional:
+        if entry.current_txn_first_offset < 0 and attributes & TRANSACTIONAL_FLAG:
             self._open_txn(entry, first_offset)
 
     # -- transactions --------------------------------------------------------------------------
