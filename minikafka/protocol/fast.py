@@ -29,6 +29,10 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _PRODUCED = struct.Struct(">ihqq")  # index, error code, base offset, log append time
+_PRODUCED_START = struct.Struct(">ihqqq")  # the same and log start offset (v5+)
+#: v8+ partition answer without record errors or message: an empty array and a null string
+_NO_RECORD_ERRORS = _I32.pack(0) + _I16.pack(-1)
+_NO_RECORD_ERRORS_FLEXIBLE = bytes([1, 0])
 _FETCHED = struct.Struct(">ihqq")  # partition, error code, high watermark, last stable offset
 _ABORTED = struct.Struct(">qq")
 _FETCH_TOP = struct.Struct(">ihi")  # throttle time, error code, session id (v7+)
@@ -229,6 +233,14 @@ def _produce_request_plan(request_class: Any, version: int) -> tuple[Any, Any, A
     return plan
 
 
+def _blank(cls: Any, version: int) -> Any:
+    """An object of a kafka-python struct class without fields, as its decoder starts one."""
+    obj = object.__new__(cls)
+    obj._version = version
+    obj.tags = obj.unknown_tags = None
+    return obj
+
+
 def decode_produce_request(request_class: Any, body: memoryview, version: int) -> Any:
     """ProduceRequest v3+ into kafka-python's objects, refusing nulls where Kafka does.
 
@@ -241,7 +253,6 @@ def decode_produce_request(request_class: Any, body: memoryview, version: int) -
     pos += 6
     topic_count, pos = _count(body, pos, flexible, "topic_data")
     topics = []
-    new = object.__new__
     for _ in range(topic_count):
         name, pos = _string(body, pos, flexible, "topic_data.name", False)
         partition_count, pos = _count(body, pos, flexible, "topic_data.partition_data")
@@ -266,23 +277,19 @@ def decode_produce_request(request_class: Any, body: memoryview, version: int) -
                 if body[pos]:
                     raise _StepAside("tagged fields")
                 pos += 1
-            partition = new(partition_class)
-            partition._version = version
-            partition.tags = partition.unknown_tags = None
+            partition = _blank(partition_class, version)
             partition.index = index
             partition.records = records
             partitions.append(partition)
         if flexible:
             pos = _no_tags(body, pos)
-        topic = new(topic_class)
-        topic._version = version
-        topic.tags = topic.unknown_tags = None
+        topic = _blank(topic_class, version)
         topic.name = name
         topic.partition_data = partitions
         topics.append(topic)
     if flexible:
         _no_tags(body, pos)
-    request = new(message_class)
+    request = object.__new__(message_class)
     request._version = version
     request.tags = request.unknown_tags = request._header = request._min_version = request._max_version = None
     request.transactional_id = transactional_id
@@ -325,32 +332,48 @@ def _put_string(out: bytearray, value: str | None, flexible: bool, nullable: boo
     out += data
 
 
+def _put_topics(out: bytearray, topics: list[Any], flexible: bool) -> list[Any]:
+    """The topic count of a Produce or Fetch answer; returns ``topics``."""
+    _put_length(out, len(topics), flexible, True)
+    return topics
+
+
+def _put_topic(out: bytearray, topic: Any, name: str, partitions: list[Any], flexible: bool) -> list[Any]:
+    """A topic's name and partition count, the start of each topic in Produce and Fetch answers;
+    returns ``partitions``."""
+    _plain(topic)
+    _put_string(out, name, flexible, False)
+    _put_length(out, len(partitions), flexible, True)
+    return partitions
+
+
 def encode_produce_response(response: Any, version: int) -> bytearray:
     flexible = version >= PRODUCE_FLEXIBLE
+    no_record_errors = _NO_RECORD_ERRORS_FLEXIBLE if flexible else _NO_RECORD_ERRORS
     out = bytearray()
     _plain(response)
-    topics = response.responses
-    _put_length(out, len(topics), flexible, True)
-    for topic in topics:
-        _plain(topic)
-        _put_string(out, topic.name, flexible, False)
-        partitions = topic.partition_responses
-        _put_length(out, len(partitions), flexible, True)
-        for p in partitions:
-            _plain(p)
-            out += _PRODUCED.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
+    for topic in _put_topics(out, response.responses, flexible):
+        for p in _put_topic(out, topic, topic.name, topic.partition_responses, flexible):
+            if p.tags or p.unknown_tags:
+                raise _StepAside("tagged fields")
             if version >= 5:
-                out += _I64.pack(p.log_start_offset)
+                out += _PRODUCED_START.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+                                            p.log_start_offset)
+            else:
+                out += _PRODUCED.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= 8:
                 errors = p.record_errors
-                _put_length(out, len(errors), flexible, True)
-                for e in errors:
-                    _plain(e)
-                    out += _I32.pack(e.batch_index)
-                    _put_string(out, e.batch_index_error_message, flexible, True)
-                    if flexible:
-                        out.append(0)
-                _put_string(out, p.error_message, flexible, True)
+                if errors == [] and p.error_message is None:  # the usual answer: written in one piece
+                    out += no_record_errors
+                else:
+                    _put_length(out, len(errors), flexible, True)
+                    for e in errors:
+                        _plain(e)
+                        out += _I32.pack(e.batch_index)
+                        _put_string(out, e.batch_index_error_message, flexible, True)
+                        if flexible:
+                            out.append(0)
+                    _put_string(out, p.error_message, flexible, True)
             if flexible:
                 out.append(0)
         if flexible:
@@ -371,14 +394,8 @@ def encode_fetch_response(response: Any, version: int) -> Parts:
         out += _FETCH_TOP.pack(response.throttle_time_ms, response.error_code, response.session_id)
     else:
         out += _I32.pack(response.throttle_time_ms)
-    topics = response.responses
-    _put_length(out, len(topics), flexible, True)
-    for topic in topics:
-        _plain(topic)
-        _put_string(out, topic.topic, flexible, False)
-        partitions = topic.partitions
-        _put_length(out, len(partitions), flexible, True)
-        for p in partitions:
+    for topic in _put_topics(out, response.responses, flexible):
+        for p in _put_topic(out, topic, topic.topic, topic.partitions, flexible):
             _plain(p)
             out += _FETCHED.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset)
             if version >= 5:
