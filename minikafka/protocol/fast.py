@@ -114,9 +114,12 @@ def _length(body: memoryview, pos: int, flexible: bool, wide: bool) -> tuple[int
 
 
 def _string(body: memoryview, pos: int, flexible: bool, field: str, nullable: bool) -> tuple[str | None, int]:
-    if flexible and 0 < body[pos] < 0x80:  # the usual one-byte length, read here
+    if flexible and body[pos] < 0x80:  # the usual one-byte length, read here
         end = pos + body[pos]
-        return str(body[pos + 1 : end], "utf-8"), end
+        if end > pos:
+            return str(body[pos + 1 : end], "utf-8"), end
+        if nullable:
+            return None, pos + 1
     n, pos = _length(body, pos, flexible, False)
     if n < 0:
         if not nullable:
@@ -263,6 +266,9 @@ def decode_produce_request(request_class: Any, body: memoryview, version: int) -
             if flexible and body[pos] < 0x80:
                 size = body[pos] - 1
                 pos += 1
+            elif flexible and body[pos + 1] < 0x80:  # two bytes: records of 127 B to 16 KiB
+                size = (body[pos] & 0x7F | body[pos + 1] << 7) - 1
+                pos += 2
             else:
                 size, pos = _length(body, pos, flexible, True)
             if size < 0:
