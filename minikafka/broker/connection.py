@@ -13,6 +13,7 @@ sends the answers queued before it first, so no answer waits for a later request
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import time
@@ -63,6 +64,8 @@ class Connection:
         #: answers not yet handed to the transport, in request order
         self._out: list[bytes | bytearray | memoryview] = []
         self._out_bytes = 0
+        #: whether an (API key, version) uses header v2: the broker's answer, remembered (it never changes)
+        self._flexible_of = functools.cache(broker.request_is_flexible)
         self.sasl: SaslSession | None = None
         if listener is not None and listener.uses_sasl:
             from minikafka.broker.sasl import SaslSession
@@ -126,7 +129,7 @@ class Connection:
     def _handle(self, payload: bytes | memoryview) -> bool | Coroutine[Any, Any, bool]:
         broker = self.broker
         try:
-            header = parse_request_header(payload, broker.request_is_flexible)
+            header = parse_request_header(payload, self._flexible_of)
         except MalformedRequest as exc:
             log.warning("closing connection from %s: malformed request header: %s", self.peer, exc)
             return False
