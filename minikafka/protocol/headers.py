@@ -70,7 +70,7 @@ def parse_request_header(frame: bytes | memoryview, flexible_of: object) -> Requ
         if pos + client_len > len(frame):
             raise MalformedRequest("client id runs past the frame")
         try:
-            client_id = bytes(frame[pos : pos + client_len]).decode("utf-8")
+            client_id = str(frame[pos : pos + client_len], "utf-8")
         except UnicodeDecodeError as exc:
             raise MalformedRequest("client id is not UTF-8") from exc
         pos += client_len
@@ -78,6 +78,9 @@ def parse_request_header(frame: bytes | memoryview, flexible_of: object) -> Requ
         raise MalformedRequest(f"negative client id length {client_len}")
     flexible = bool(flexible_of(api_key, api_version))  # type: ignore[operator]
     if flexible:
-        pos = skip_tagged_fields(frame, pos)
+        if pos < len(frame) and frame[pos] == 0:  # no tagged fields, as nearly always
+            pos += 1
+        else:
+            pos = skip_tagged_fields(frame, pos)
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos, flexible)
 
