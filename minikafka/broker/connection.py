@@ -66,6 +66,8 @@ class Connection:
         self._out_bytes = 0
         #: whether an (API key, version) uses header v2: the broker's answer, remembered (it never changes)
         self._flexible_of = functools.cache(broker.request_is_flexible)
+        #: runs this connection's handlers, one at a time (see _run_handlers); None until needed
+        self._runner: Generator[Any, Any, None] | None = None
         self.sasl: SaslSession | None = None
         if listener is not None and listener.uses_sasl:
             from minikafka.broker.sasl import SaslSession
@@ -170,14 +172,21 @@ class Connection:
         ctx = RequestContext(broker.services, self, header)
         interceptor = broker.interceptor
         handling = spec.handler(ctx, request) if interceptor is None else interceptor.dispatch(spec, ctx, request)
+        runner = self._runner
+        if runner is None:
+            runner = self._runner = _run_handlers()
+            runner.send(None)
         try:
-            waiting_on = handling.send(None)
-        except StopIteration as done:
-            return self._answered(spec, header, done.value, started, len(payload))
-        except Exception as exc:
+            step = runner.send(handling)
+        except BaseException as exc:
+            self._runner = None  # the handler's error ended the runner too
+            if not isinstance(exc, Exception):
+                raise
             return self._failed(spec, header, exc)
+        if step.__class__ is _Done:
+            return self._answered(spec, header, step.response, started, len(payload))
         self.flush()
-        return self._finish(handling, waiting_on, spec, header, started, len(payload))
+        return self._finish(runner, step, spec, header, started, len(payload))
 
     async def _screened(self, payload: bytes) -> bool:
         """A frame before SASL authentication completes: Kafka's SASL sequence screens it first."""
@@ -188,12 +197,15 @@ class Connection:
         outcome = self._handle(payload)
         return outcome if outcome.__class__ is bool else await outcome  # type: ignore[misc]
 
-    async def _finish(self, handling: Coroutine[Any, Any, Any], waiting_on: Any, spec: ApiSpec,
+    async def _finish(self, runner: Generator[Any, Any, None], waiting_on: Any, spec: ApiSpec,
                       header: RequestHeader, started: float, size: int) -> bool:
         """Finish a handler that had to wait, inside the connection's task."""
         try:
-            response = await _resume(handling, waiting_on)
-        except Exception as exc:
+            response = await _resume(runner, waiting_on)
+        except BaseException as exc:
+            self._runner = None
+            if not isinstance(exc, Exception):
+                raise
             return self._failed(spec, header, exc)
         return self._answered(spec, header, response, started, size)
 
@@ -274,20 +286,43 @@ def _next_turn() -> Generator[None, None, None]:
     yield
 
 
+class _Done:
+    """What the handler runner yields when a handler has returned: its answer (or None)."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+
+
 @types.coroutine
-def _resume(handling: Coroutine[Any, Any, Any], waiting_on: Any) -> Generator[Any, Any, Any]:
-    """Finish a coroutine already stepped once by hand, inside the current task: pass what it
-    waits on to the task, and the task's results (or cancellation) back to it."""
+def _run_handlers() -> Generator[Any, Any, None]:
+    """Run the handler coroutines sent in, one after another, each to its end or its first wait.
+
+    A coroutine that returns ends in StopIteration, and creating and catching that exception
+    for every request costs more than the rest of a small handler's frame. Run by ``yield
+    from`` inside this generator, the handler's return value arrives without one: the runner
+    yields it as :class:`_Done`. Anything else it yields is what the handler waits on (a
+    future), for the connection's task to wait on (:func:`_resume`). A handler's exception ends
+    the runner with it (the connection starts another). The answer is not kept here between
+    requests: the yield hands it over."""
+    handling = yield
+    while True:
+        handling = yield _Done((yield from handling))
+
+
+@types.coroutine
+def _resume(runner: Generator[Any, Any, None], waiting_on: Any) -> Generator[Any, Any, Any]:
+    """Finish a handler the runner started and that waits on ``waiting_on``, inside the current
+    task: pass what it waits on to the task, and the task's results (or cancellation) back to
+    it, until the runner reports its answer."""
     while True:
         try:
             result = yield waiting_on
         except BaseException as exc:  # noqa: B036 - cancellation and errors go to the handler
-            try:
-                waiting_on = handling.throw(exc)
-            except StopIteration as done:
-                return done.value
+            step = runner.throw(exc)
         else:
-            try:
-                waiting_on = handling.send(result)
-            except StopIteration as done:
-                return done.value
+            step = runner.send(result)
+        if step.__class__ is _Done:
+            return step.response
+        waiting_on = step
