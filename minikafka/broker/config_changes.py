@@ -67,7 +67,7 @@ def check_broker_change(ctx: RequestContext, name: str, keys: list[str]) -> None
 
 def topic_overrides(ctx: RequestContext, topic: str) -> dict[str, str]:
     """The current overrides of ``topic``; UNKNOWN_TOPIC_OR_PARTITION if it does not exist."""
-    info = ctx.storage.topics().get(topic)
+    info = ctx.services.storage.topics().get(topic)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                          f"The topic '{topic}' does not exist.")
@@ -86,7 +86,7 @@ def set_topic_overrides(ctx: RequestContext, topic: str, overrides: Mapping[str,
     except ValueError as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value for topic {topic}: {exc}") from None
     if not validate_only:
-            ctx.storage.alter_topic_configs(topic, dict(overrides))
+            ctx.services.storage.alter_topic_configs(topic, dict(overrides))
 
 
 def respond(ctx: RequestContext, request: AlterConfigsRequest | IncrementalAlterConfigsRequest,

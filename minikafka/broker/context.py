@@ -66,22 +66,6 @@ class RequestContext:
         return self.header.client_id
 
     @property
-    def storage(self) -> Storage:
-        return self.services.storage
-
-    @property
-    def groups(self) -> GroupCoordinator:
-        return self.services.groups
-
-    @property
-    def transactions(self) -> TransactionCoordinator:
-        return self.services.transactions
-
-    @property
-    def producer_ids(self) -> ProducerIdAllocator:
-        return self.services.producer_ids
-
-    @property
     def advertised_address(self) -> tuple[str, int]:
         """Host and port of the listener this request came in on, as Metadata, DescribeCluster and
         FindCoordinator advertise them."""

@@ -25,7 +25,7 @@ from minikafka.errors import ErrorCode
 
 def partition_errors(ctx: RequestContext, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
     """Per-partition errors before the coordinator is asked (empty when every partition is fine)."""
-    logs = ctx.storage
+    logs = ctx.services.storage
     topics = logs.topics()
     errors: dict[tuple[str, int], int] = {}
     for topic, partition in wanted:
@@ -52,7 +52,7 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest) -> Add
     wanted = list(dict.fromkeys((t.name, p) for t in request.v3_and_below_topics for p in t.partitions))
     errors = partition_errors(ctx, wanted)
     if not errors:
-        coordinator = ctx.transactions
+        coordinator = ctx.services.transactions
         error = await coordinator.add_partitions(request.v3_and_below_transactional_id,
                                                  request.v3_and_below_producer_id,
                                                  request.v3_and_below_producer_epoch, wanted)

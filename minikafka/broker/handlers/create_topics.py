@@ -25,7 +25,7 @@ def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, d
     reason = topic_name_error(name)
     if reason:
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-    existing = ctx.storage.topics()
+    existing = ctx.services.storage.topics()
     if name in existing:
         raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     other = collides(name, existing)
@@ -78,7 +78,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             partitions, replication, configs = _check(ctx, topic, seen)
             seen.add(topic.name)
             if not request.validate_only:
-                info = ctx.storage.create_topic(topic.name, partitions, configs)
+                info = ctx.services.storage.create_topic(topic.name, partitions, configs)
                 log.info("created topic %s with %d partition(s) %s", topic.name, partitions, configs or "")
                 if version >= 7:
                     fields["topic_id"] = info.topic_id

@@ -9,7 +9,7 @@ from minikafka.broker.context import RequestContext
 
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     version = ctx.api_version
-    groups = ctx.groups
+    groups = ctx.services.groups
     names = list(request.groups_names)
     results = await groups.delete_groups(names)
     Response = DeleteGroupsResponse[version]

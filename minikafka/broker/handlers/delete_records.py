@@ -13,7 +13,7 @@ from minikafka.errors import ErrorCode, KafkaError
 
 
 async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
-    logs = ctx.storage
+    logs = ctx.services.storage
     Response = DeleteRecordsResponse[ctx.api_version]
     Topic = Response.DeleteRecordsTopicResult
     Partition = Topic.DeleteRecordsPartitionResult

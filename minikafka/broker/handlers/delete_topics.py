@@ -19,7 +19,7 @@ ZERO_UUID = uuid.UUID(int=0)
 async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = ctx.api_version
     services = ctx.services
-    logs = ctx.storage
+    logs = ctx.services.storage
     Response = DeleteTopicsResponse[version]
     Result = Response.DeletableTopicResult
     if version >= 6:
@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                 error, message = ErrorCode.INVALID_REQUEST, f"cannot delete internal topic {name}"
             else:
                 logs.delete_topic(name)
-                ctx.groups.on_topic_deleted(name)  # committed offsets go with the topic, as in Kafka
+                ctx.services.groups.on_topic_deleted(name)  # committed offsets go with the topic, as in Kafka
                 log.info("deleted topic %s", name)
         fields: dict[str, Any] = {"name": name, "error_code": error}
         if version >= 5:

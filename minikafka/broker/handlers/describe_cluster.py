@@ -16,13 +16,13 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
     if endpoint_type != 1:
         return Response(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
                         error_message="only broker endpoints are served", endpoint_type=endpoint_type,
-                        cluster_id=ctx.storage.cluster_id, controller_id=-1, brokers=[])
+                        cluster_id=ctx.services.storage.cluster_id, controller_id=-1, brokers=[])
     return Response(
         throttle_time_ms=0,
         error_code=0,
         error_message=None,
         endpoint_type=1,
-        cluster_id=ctx.storage.cluster_id,
+        cluster_id=ctx.services.storage.cluster_id,
         controller_id=services.node_id,
         brokers=[Response.DescribeClusterBroker(broker_id=services.node_id, host=ctx.advertised_address[0],
                                                  port=ctx.advertised_address[1], rack=None)],

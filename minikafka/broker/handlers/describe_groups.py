@@ -18,7 +18,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     version = ctx.api_version
-    groups = ctx.groups
+    groups = ctx.services.groups
     Response = DescribeGroupsResponse[version]
     Described = Response.DescribedGroup
     Member = Described.DescribedGroupMember

@@ -12,7 +12,7 @@ from minikafka.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
-    logs = ctx.storage
+    logs = ctx.services.storage
     Response = DescribeProducersResponse[ctx.api_version]
     Topic = Response.TopicResponse
     Partition = Topic.PartitionResponse

@@ -12,7 +12,7 @@ from minikafka.broker.context import RequestContext
 
 
 async def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    coordinator = ctx.transactions
+    coordinator = ctx.services.transactions
     Response = DescribeTransactionsResponse[ctx.api_version]
     State = Response.TransactionState
     Topic = State.TopicData

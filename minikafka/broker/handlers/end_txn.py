@@ -16,7 +16,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     version = ctx.api_version
-    coordinator = ctx.transactions
+    coordinator = ctx.services.transactions
     error = await coordinator.end_transaction(request.transactional_id, request.producer_id,
                                               request.producer_epoch, bool(request.committed))
     if error == ErrorCode.PRODUCER_FENCED and version < 2:

@@ -28,7 +28,7 @@ READ_COMMITTED = 1
 
 
 def _read_all(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[dict[str, Any]]]], int]:
-    logs = ctx.storage
+    logs = ctx.services.storage
     committed = (ctx.api_version >= 4 and request.isolation_level == READ_COMMITTED
                  and getattr(request, "replica_id", -1) < 0)
     remaining = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF

@@ -19,7 +19,7 @@ def _lookup(ctx: RequestContext, key_type: int) -> tuple[int, str | None]:
     """(error, message) for a key of ``key_type``."""
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
-    coordinator = ctx.groups if key_type == GROUP else ctx.transactions
+    coordinator = ctx.services.groups if key_type == GROUP else ctx.services.transactions
     if coordinator is None or not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
     return ErrorCode.NONE, None

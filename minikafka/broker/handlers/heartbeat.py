@@ -11,7 +11,7 @@ from minikafka.broker.context import RequestContext
 
 async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     version = ctx.api_version
-    groups = ctx.groups
+    groups = ctx.services.groups
     error = groups.heartbeat(request.group_id, request.member_id or "",
                              request.group_instance_id if version >= 3 else None, request.generation_id)
     Response = HeartbeatResponse[version]

@@ -23,11 +23,11 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
     if (pid_in == -1) != (epoch_in == -1):
         return Response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
-        coordinator = ctx.transactions
+        coordinator = ctx.services.transactions
         error, pid, epoch = await coordinator.init_producer_id(
             request.transactional_id, request.transaction_timeout_ms, pid_in, epoch_in)
         if error == ErrorCode.PRODUCER_FENCED and version < 4:
             error = ErrorCode.INVALID_PRODUCER_EPOCH
         return Response(throttle_time_ms=0, error_code=error, producer_id=pid, producer_epoch=epoch)
-    pid = ctx.producer_ids.allocate()
+    pid = ctx.services.producer_ids.allocate()
     return Response(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0)

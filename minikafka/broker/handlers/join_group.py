@@ -22,7 +22,7 @@ def client_host(ctx: RequestContext) -> str:
 
 async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
-    groups = ctx.groups
+    groups = ctx.services.groups
     session_timeout = request.session_timeout_ms
     rebalance_timeout = request.rebalance_timeout_ms if version >= 1 else session_timeout
     instance_id = request.group_instance_id if version >= 5 else None

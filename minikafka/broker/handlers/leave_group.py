@@ -16,7 +16,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = ctx.api_version
-    groups = ctx.groups
+    groups = ctx.services.groups
     Response = LeaveGroupResponse[version]
     if version < 3:
         error, member_errors = groups.leave_group(request.group_id, [(request.member_id or "", None, None)])

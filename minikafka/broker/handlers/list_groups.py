@@ -12,7 +12,7 @@ from minikafka.broker.groups.admin import CLASSIC
 
 async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     version = ctx.api_version
-    groups = ctx.groups
+    groups = ctx.services.groups
     states = request.states_filter if version >= 4 else []
     types = request.types_filter if version >= 5 else []
     error, listed = groups.list_groups(states or [], types or [])

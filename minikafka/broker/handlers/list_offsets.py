@@ -26,7 +26,7 @@ READ_COMMITTED = 1
 
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     version = ctx.api_version
-    logs = ctx.storage
+    logs = ctx.services.storage
     Response = ListOffsetsResponse[version]
     Topic = Response.ListOffsetsTopicResponse
     Partition = Topic.ListOffsetsPartitionResponse

@@ -14,7 +14,7 @@ from minikafka.broker.context import RequestContext
 
 async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     version = ctx.api_version
-    coordinator = ctx.transactions
+    coordinator = ctx.services.transactions
     duration = request.duration_filter if version >= 1 else -1
     error, unknown, found = coordinator.list_transactions(request.state_filters or [],
                                                           request.producer_id_filters or [], duration)

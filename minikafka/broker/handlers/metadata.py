@@ -22,9 +22,9 @@ ZERO_UUID = uuid.UUID(int=0)
 def auto_create(ctx: RequestContext, name: str) -> ErrorCode:
     """Create ``name`` with the broker defaults; the error code for a name that cannot be created."""
     services = ctx.services
-    if topic_name_error(name) or collides(name, ctx.storage.topics()):
+    if topic_name_error(name) or collides(name, ctx.services.storage.topics()):
         return ErrorCode.INVALID_TOPIC_EXCEPTION
-    ctx.storage.create_topic(name, services.config.get("num.partitions"), {})
+    ctx.services.storage.create_topic(name, services.config.get("num.partitions"), {})
     log.info("auto-created topic %s with %d partition(s)", name, services.config.get("num.partitions"))
     return ErrorCode.NONE
 
@@ -32,7 +32,7 @@ def auto_create(ctx: RequestContext, name: str) -> ErrorCode:
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     version = ctx.api_version
     services = ctx.services
-    logs = ctx.storage
+    logs = ctx.services.storage
     Response = MetadataResponse[version]
     Topic = Response.MetadataResponseTopic
     Partition = Topic.MetadataResponsePartition

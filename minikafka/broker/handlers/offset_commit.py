@@ -22,14 +22,14 @@ def requested_offsets(ctx: RequestContext, request_topics: Any, committed: Calla
                       ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], CommittedOffset]]:
     """(UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, the offsets to store for the
     others, built by ``committed`` from each partition entry); shared with TxnOffsetCommit."""
-    errors, known = known_partitions(ctx.storage.topics(), request_topics)
+    errors, known = known_partitions(ctx.services.storage.topics(), request_topics)
     return errors, {tp: committed(p) for tp, p in known}
 
 
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
     services = ctx.services
-    groups = ctx.groups
+    groups = ctx.services.groups
     now = services.clock()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
 

@@ -14,8 +14,8 @@ from minikafka.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
-    groups = ctx.groups
-    errors, known = known_partitions(ctx.storage.topics(), request.topics)
+    groups = ctx.services.groups
+    errors, known = known_partitions(ctx.services.storage.topics(), request.topics)
     wanted = [tp for tp, _p in known]
     Response = OffsetDeleteResponse[ctx.api_version]
     group_error, results = await groups.delete_offsets(request.group_id, wanted)

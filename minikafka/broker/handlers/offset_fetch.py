@@ -46,7 +46,7 @@ def _fetch(groups: GroupCoordinator, group_id: str | None, topics: Any, partitio
 
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     version = ctx.api_version
-    groups = ctx.groups
+    groups = ctx.services.groups
     Response = OffsetFetchResponse[version]
     if version >= 8:
         Group = Response.OffsetFetchResponseGroup

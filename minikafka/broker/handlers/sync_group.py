@@ -13,7 +13,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     version = ctx.api_version
-    groups = ctx.groups
+    groups = ctx.services.groups
     protocol_type = request.protocol_type if version >= 5 else None
     protocol_name = request.protocol_name if version >= 5 else None
     if version >= 5 and (protocol_type is None or protocol_name is None):

@@ -23,7 +23,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     version = ctx.api_version
-    groups = ctx.groups
+    groups = ctx.services.groups
     now = ctx.services.clock()
 
     def committed(p: Any) -> CommittedOffset:
