@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kafka.protocol.producer import InitProducerIdRequest
 from kafka.record.default_records import DefaultRecordBatch
 
@@ -185,3 +186,31 @@ def test_librdkafka_admin_test_creates_its_topics_with_their_configs(broker: Bro
         described[resources[2]].result(10)
     even = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topics[2].topic)])
     assert next(iter(even.values())).result(10)["compression.type"].value == "producer"
+
+
+def test_min_insync_replicas_of_the_topic_then_of_the_broker_decides_acks_all(
+        start_broker: Callable[..., BrokerThread]) -> None:
+    """One broker is an in-sync replica set of one: acks=-1 to a topic whose min.insync.replicas is
+    above 1 is refused with NOT_ENOUGH_REPLICAS and appends nothing; acks=1 is not affected. The
+    topic's setting wins over the broker's, as in Kafka (Partition.appendRecordsToLeader)."""
+    broker = start_broker({"min.insync.replicas": 2})
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "broker-two")
+        create_topic(c, "topic-one", configs={"min.insync.replicas": "1"})
+        refused = produce(c, "broker-two", build_batch())
+        assert refused.error_code == ErrorCode.NOT_ENOUGH_REPLICAS and refused.base_offset == -1
+        assert produce(c, "broker-two", build_batch(), acks=1).base_offset == 0  # nothing was appended before
+        assert produce(c, "topic-one", build_batch()).error_code == 0
+
+    broker = start_broker()
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "topic-three", configs={"min.insync.replicas": "3"})
+        assert produce(c, "topic-three", build_batch()).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        create_topic(c, "plain")
+        assert produce(c, "plain", build_batch()).error_code == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "plain", incremental_configs=[
+        ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(10)
+    with RawClient(broker.bootstrap) as c:
+        assert produce(c, "plain", build_batch()).error_code == ErrorCode.NOT_ENOUGH_REPLICAS

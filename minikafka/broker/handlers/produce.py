@@ -107,7 +107,6 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     # Kafka refuses the whole request when its transactional batches come from more than one
     # producer id and epoch (ReplicaManager.handleProduceAppend)
     mixed_producers = len(txn_producers) > 1
-    min_isr = services.config.get("min.insync.replicas")
     metrics = services.metrics
     appended: list[Any] = []
     failed = False
@@ -140,9 +139,12 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
                 if is_internal(name) and ctx.client_id != "__admin_client":
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {name}")
-                if acks == -1 and min_isr > 1:
-                    raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                     f"the in-sync replica set (1) is smaller than min.insync.replicas ({min_isr})")
+                if acks == -1:
+                    # the topic's setting, else the broker's (a topic's config holds both)
+                    min_isr = int(partition_log.config.get("min.insync.replicas", 1))
+                    if min_isr > 1:
+                        raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the in-sync replica set (1) is "
+                                         f"smaller than min.insync.replicas ({min_isr})")
                 if any_transactional:
                     _verify_transactional(ctx, transactional_id, batch, (name, part.index), version)
                 result = partition_log.append_from_client(batch)
