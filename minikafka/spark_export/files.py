@@ -44,6 +44,10 @@ class Entry:
 class RangeFile(Protocol):
     def pread(self, size: int, position: int) -> bytes: ...
 
+    def pread_into(self, buffer: memoryview, position: int) -> int:
+        """Fill ``buffer`` from ``position`` (less at the end of the file); the bytes read."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -83,6 +87,9 @@ class _LocalFile:
 
     def pread(self, size: int, position: int) -> bytes:
         return os.pread(self.fd, size, position)
+
+    def pread_into(self, buffer: memoryview, position: int) -> int:
+        return os.preadv(self.fd, [buffer], position)
 
     def close(self) -> None:
         os.close(self.fd)
@@ -152,6 +159,11 @@ class _ArrowFile:
             self._block = self.f.read_at(READ_AHEAD, position)  # shorter at the end of the file
             self._block_start, offset = position, 0
         return self._block[offset : offset + size]
+
+    def pread_into(self, buffer: memoryview, position: int) -> int:
+        data = self.pread(len(buffer), position)
+        buffer[: len(data)] = data
+        return len(data)
 
     def close(self) -> None:
         self.f.close()

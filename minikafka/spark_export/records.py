@@ -43,8 +43,9 @@ class RecordFormatError(ValueError):
 class RecordColumns:
     """Per-record fields of a group of batches, in log order.
 
-    ``data`` is the records sections of all batches back to back (decompressed), followed by
-    :data:`PADDING` zero bytes; all ``*_pos`` values index into it.
+    ``data`` is the buffer the records sections were decoded in: the sections of all batches back
+    to back (decompressed) followed by :data:`PADDING` zero bytes, or the bytes read from a segment
+    file around them; all ``*_pos`` values index into it.
     """
 
     data: np.ndarray
@@ -251,13 +252,27 @@ def decode_records(sections: list[Buffer], counts: list[int], walk: str = "auto"
     (numpy rounds over batches), ``uniform`` (batches made of runs of same-size records proven with
     numpy, a loop over the others) or ``auto`` (``uniform``, then whichever the cost estimate favours for the rest).
     """
-    nbatches = len(sections)
     joined = b"".join([*sections, bytes(PADDING)])
-    data = np.frombuffer(joined, dtype=np.uint8)
-    count_arr = np.asarray(counts, dtype=np.int64)
-    sizes = np.fromiter((len(s) for s in sections), dtype=np.int64, count=nbatches)
+    sizes = np.fromiter((len(s) for s in sections), dtype=np.int64, count=len(sections))
     ends = np.cumsum(sizes)
-    begins = ends - sizes
+    return decode_records_in(joined, ends - sizes, ends, counts, walk)
+
+
+def decode_records_in(buffer: Buffer, begins: np.ndarray, ends: np.ndarray, counts: list[int],
+                      walk: str = "auto") -> RecordColumns:
+    """:func:`decode_records` of records sections that lie in one buffer, batch ``i``'s in
+    ``buffer[begins[i]:ends[i]]`` (ascending, not overlapping), read where they are.
+
+    The buffer must hold at least :data:`PADDING` bytes after the last section. Records that decode
+    come out the same whatever those bytes and the bytes between sections are (every field is
+    checked to lie inside its record, and the records to fill their section); the message of a
+    :class:`RecordFormatError` may depend on them, so a caller that reports it decodes the sections
+    again with :func:`decode_records`.
+    """
+    nbatches = len(counts)
+    data = np.frombuffer(buffer, dtype=np.uint8)
+    count_arr = np.asarray(counts, dtype=np.int64)
+    sizes = ends - begins
     impossible = (count_arr < 0) | (count_arr * MIN_RECORD_SIZE > sizes)
     if impossible.any():
         i = int(np.argmax(impossible))
@@ -288,7 +303,7 @@ def decode_records(sections: list[Buffer], counts: list[int], walk: str = "auto"
             starts.extend(start[expected[i] - count : expected[i]].tolist())
             continue
         try:
-            stop = _walk(joined, pos, end, count, starts) if count else pos
+            stop = _walk(buffer, pos, end, count, starts) if count else pos
         except IndexError:
             raise RecordFormatError("records run past the end of the batch", i) from None
         except RecordFormatError as exc:

@@ -17,9 +17,15 @@ import pyarrow as pa
 from minikafka.spark_export.arrow_build import BatchFields, build_record_batch
 from minikafka.spark_export.codecs import CodecError, decompress
 from minikafka.spark_export.files import Files
-from minikafka.spark_export.records import RecordFormatError, decode_records
+from minikafka.spark_export.records import (
+    PADDING,
+    RecordColumns,
+    RecordFormatError,
+    decode_records,
+    decode_records_in,
+)
 from minikafka.spark_export.scan import BatchReader, SegmentSlice
-from minikafka.storage.batch import BatchHeader
+from minikafka.storage.batch import HEADER_SIZE, BatchHeader
 
 #: Decompressed record bytes per Arrow batch, and a cap on its rows.
 GROUP_BYTES = 4 << 20
@@ -33,11 +39,21 @@ class _Group:
     sections: list[bytes | memoryview] = field(default_factory=list)
     nbytes: int = 0
     records: int = 0
+    #: The bytes read from the segment that every section lies in, uncompressed, at ``begins``;
+    #: None once a section is not (decompressed), and the sections are joined to be decoded.
+    chunk: memoryview | None = None
+    begins: list[int] = field(default_factory=list)
 
-    def add(self, position: int, header: BatchHeader, section: bytes | memoryview) -> None:
+    def add(self, position: int, header: BatchHeader, section: bytes | memoryview,
+            chunk: memoryview | None = None, begin: int = 0) -> None:
+        if not self.headers:
+            self.chunk = chunk
+        elif chunk is not self.chunk:
+            self.chunk = None
         self.positions.append(position)
         self.headers.append(header)
         self.sections.append(section)
+        self.begins.append(begin)
         self.nbytes += len(section)
         self.records += header.records_count
 
@@ -45,8 +61,22 @@ class _Group:
         self.positions.pop(i)
         header = self.headers.pop(i)
         section = self.sections.pop(i)
+        self.begins.pop(i)
         self.nbytes -= len(section)
         self.records -= header.records_count
+
+    def decode(self) -> RecordColumns:
+        counts = [h.records_count for h in self.headers]
+        chunk = self.chunk
+        if chunk is not None:
+            begins = np.asarray(self.begins, dtype=np.int64)
+            ends = begins + np.fromiter((len(s) for s in self.sections), dtype=np.int64, count=len(self.sections))
+            if int(ends[-1]) + PADDING <= len(chunk):
+                try:
+                    return decode_records_in(chunk, begins, ends, counts)
+                except RecordFormatError:
+                    pass  # decoded again below, for the error Kafka's layout of the sections gives
+        return decode_records(self.sections, counts)
 
 
 def batch_fields(headers: list[BatchHeader]) -> BatchFields:
@@ -91,7 +121,14 @@ class SliceReader:
                 except CodecError as exc:
                     self.batches.damaged(position, f"batch at offset {header.base_offset}: {exc}")
                     continue
-            group.add(position, header, section)
+                group.add(position, header, section)
+            else:
+                chunk = self.batches.chunk
+                if group.chunk is not None and chunk is not group.chunk:
+                    # a group decoded where it was read ends where the bytes read end
+                    yield from self._emit(group)
+                    group = _Group()
+                group.add(position, header, section, chunk, position + HEADER_SIZE - self.batches.chunk_position)
             if group.nbytes >= GROUP_BYTES or group.records >= GROUP_RECORDS:
                 yield from self._emit(group)
                 group = _Group()
@@ -101,7 +138,7 @@ class SliceReader:
     def _emit(self, group: _Group) -> Iterator[pa.RecordBatch]:
         while group.headers:
             try:
-                cols = decode_records(group.sections, [h.records_count for h in group.headers])
+                cols = group.decode()
             except RecordFormatError as exc:
                 bad = exc.batch if exc.batch is not None else 0
                 self.batches.damaged(group.positions[bad], f"batch at offset {group.headers[bad].base_offset}: {exc}")
