@@ -215,6 +215,14 @@ def _varints(data: np.ndarray, pos: np.ndarray, max_bytes: int,
     """Zig-zag varints starting at every ``pos``: (values, encoded sizes). A varint longer than
     ``max_bytes`` raises, or with ``lenient`` (positions that are only guesses) reads as -1."""
     first = data[pos]
+    two = np.flatnonzero(first & 0x80)
+    second = data[pos[two] + 1]
+    if not (second & 0x80).any():  # the common case: no varint longer than two bytes
+        short = first.astype(np.int64)
+        short[two] = (short[two] & 0x7F) | (second.astype(np.int64) << 7)
+        size = np.ones(len(pos), dtype=np.int64)
+        size[two] = 2
+        return (short >> 1) ^ -(short & 1), size
     raw = (first & 0x7F).astype(np.uint64)
     size = np.ones(len(pos), dtype=np.int64)
     more = np.flatnonzero(first & 0x80)
