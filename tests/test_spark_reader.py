@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import struct
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from minikafka.spark_export.offsets import log_end_offset, offset_for_timestamp
 from minikafka.spark_export.options import parse_options
 from minikafka.spark_export.planner import plan
 from minikafka.spark_export.records import RecordFormatError, decode_records
+from minikafka.spark_export.scan import CHUNK_BYTES
 from minikafka.spark_export.slice_reader import SliceReader
 from minikafka.storage.batch import BatchHeader, compute_crc
 from tests.spark_helpers import LogDirWriter, build_batch, control_batch, expected_rows
@@ -355,6 +357,42 @@ def test_corrupt_batch_fails_or_is_skipped_by_failOnDataLoss(tmp_path, fail):
         got = read_all(str(tmp_path), failOnDataLoss="false")
         assert sorted({r["key"] for r in got}) == [b"k0", b"k1", b"k3", b"k4"]
         assert [r["offset"] for r in got] == [0, 1, 2, 3, 4, 5, 9, 10, 11, 12, 13, 14]
+
+
+def test_batches_kept_while_the_rest_of_the_segment_is_read_keep_their_records(tmp_path):
+    """The reader reuses its read buffers; batches already handed out must not change."""
+    rng = random.Random(3)
+    w = LogDirWriter(tmp_path)
+    for _ in range(3 * CHUNK_BYTES // (8 << 16)):  # three read buffers' worth of 64 KiB values
+        w.append("t", 0, build_batch([(b"k", rng.randbytes(1 << 16), T0, [])] * 8))
+    w.close()
+    opts = parse_options({"path": str(tmp_path)})
+    schema = arrow_schema(False, False)
+    (sl,) = plan(opts)
+    kept = list(SliceReader(sl, schema, True, opts.storage.files()))
+    assert len(kept) > 3
+    got = [(r["offset"], r["key"], r["value"]) for rb in kept for r in rb.to_pylist()]
+    assert got == [(r["offset"], r["key"], r["value"]) for r in expected_rows(str(tmp_path))]
+
+
+@pytest.mark.parametrize("fail", ["true", "false"])
+def test_malformed_records_under_a_good_crc_are_reported_as_the_decoder_finds_them(tmp_path, fail):
+    batches = [bytearray(build_batch([(b"k%d" % b, b"v" * 50, T0, [])] * 3)) for b in range(4)]
+    batches[2][61] = 0x03  # the first record's length: zig-zag -2
+    struct.pack_into(">I", batches[2], 17, compute_crc(batches[2], 0, len(batches[2])))
+    with pytest.raises(RecordFormatError) as info:
+        decode_records([bytes(b[61:]) for b in batches], [3] * 4)
+    assert info.value.batch == 2
+    w = LogDirWriter(tmp_path)
+    for b in batches:
+        w.append("t", 0, b)
+    w.close()
+    if fail == "true":
+        with pytest.raises(DataLossError, match=re.escape(f"batch at offset 6: {info.value}")):
+            read_all(str(tmp_path))
+    else:
+        got = read_all(str(tmp_path), failOnDataLoss="false")
+        assert [r["offset"] for r in got] == [0, 1, 2, 3, 4, 5, 9, 10, 11]
 
 
 def test_damaged_length_resyncs_at_the_next_index_entry(tmp_path):
