@@ -75,7 +75,7 @@ class _Group:
                 try:
                     return decode_records_in(chunk, begins, ends, counts)
                 except RecordFormatError:
-                    pass  # decoded again below, for the error Kafka's layout of the sections gives
+                    pass  # decoded again below: the error is the one the joined sections give
         return decode_records(self.sections, counts)
 
 
