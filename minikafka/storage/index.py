@@ -87,13 +87,15 @@ class _IndexFile(IndexFileHandle):
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
         self._fd: int | None = None  # open only while the segment is active
+        #: whether the index holds ``max_entries`` entries (the segment then rolls): the roll check
+        #: asks for every append, so it is worked out only when the entries change
+        self.is_full = False
 
     def __len__(self) -> int:  # number of entries
         raise NotImplementedError
 
-    @property
-    def is_full(self) -> bool:
-        return len(self) >= self.max_entries
+    def _count_changed(self) -> None:
+        self.is_full = len(self) >= self.max_entries
 
     @property
     def is_active(self) -> bool:
@@ -170,6 +172,7 @@ class OffsetIndex(_IndexFile):
         if rel and (rel[0] < 0 or pos[0] < 0 or pos[-1] >= log_size):
             raise CorruptIndexError(f"{path.name}: entry out of range of the segment")
         index._rel, index._pos = rel, pos
+        index._count_changed()
         return index
 
     def _entries_bytes(self) -> bytes:
@@ -185,6 +188,7 @@ class OffsetIndex(_IndexFile):
             os.pwrite(self._fd, _OFFSET_ENTRY.pack(rel, position), len(self._rel) * 8)
         self._rel.append(rel)
         self._pos.append(position)
+        self._count_changed()
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The greatest entry with offset <= ``offset``, or ``(base_offset, 0)`` if there is none."""
@@ -216,6 +220,7 @@ class OffsetIndex(_IndexFile):
     def reset(self) -> None:
         self._rel = array("i")
         self._pos = array("i")
+        self.is_full = False
 
 
 class TimeIndex(_IndexFile):
@@ -243,6 +248,7 @@ class TimeIndex(_IndexFile):
         if not _increasing(ts) or not all(map(operator.le, rel, rel[1:])) or (rel and rel[0] < 0):
             raise CorruptIndexError(f"{path.name}: entries out of order")
         index._ts, index._rel = ts, rel
+        index._count_changed()
         return index
 
     def _entries_bytes(self) -> bytes:
@@ -261,6 +267,7 @@ class TimeIndex(_IndexFile):
             os.pwrite(self._fd, _TIME_ENTRY.pack(timestamp, rel), len(self._ts) * 12)
         self._ts.append(timestamp)
         self._rel.append(rel)
+        self._count_changed()
 
     def lookup_below(self, timestamp: int) -> tuple[int, int] | None:
         """The entry with the greatest timestamp strictly below ``timestamp``: every record at or
@@ -282,3 +289,4 @@ class TimeIndex(_IndexFile):
     def reset(self) -> None:
         self._ts = array("q")
         self._rel = array("i")
+        self.is_full = False
