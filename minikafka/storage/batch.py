@@ -180,6 +180,7 @@ def split_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchH
 PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + 8  # producerId follows maxTimestamp; producerEpoch follows it
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
+_INT8 = struct.Struct(">b")
 _PID_EPOCH = struct.Struct(">qh")
 #: Legacy message-set minimum: Kafka calls a smaller length field corrupt.
 _MIN_LENGTH_FIELD = 14
@@ -196,7 +197,7 @@ def _next_batch(records: Buffer, pos: int) -> int | None:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"record batch length {length} is too small")
     if remaining < LOG_OVERHEAD + length:
         return None
-    magic = struct.unpack_from(">b", records, pos + MAGIC_OFFSET)[0]
+    (magic,) = _INT8.unpack_from(records, pos + MAGIC_OFFSET)
     if magic < 0 or magic > 2:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"invalid magic {magic}")
     return pos + LOG_OVERHEAD + length
