@@ -310,6 +310,18 @@ def test_nonzero_base_offset_from_client_is_invalid_record(client: RawClient) ->
     assert leo(client) == 0
 
 
+def test_batch_shorter_than_a_header_is_corrupt_message_but_a_nonzero_base_offset_comes_first(
+        client: RawClient) -> None:
+    short = B(P, 0, 0)[:40]
+    struct.pack_into(">i", short, 8, len(short) - 12)  # one complete magic-2 batch of 40 bytes
+    response = produce(client, T, short)
+    rejected(response, 2)
+    assert response.log_start_offset == -1
+    struct.pack_into(">q", short, 0, 5)
+    rejected(produce(client, T, short), 87)
+    assert leo(client) == 0
+
+
 def test_record_count_disagreeing_with_last_offset_delta_is_invalid_record(client: RawClient) -> None:
     batch = B(P, 0, 0, 1)  # two records, lastOffsetDelta 1
     struct.pack_into(">i", batch, 57, 3)

@@ -203,9 +203,10 @@ def _next_batch(records: Buffer, pos: int) -> int | None:
     return pos + LOG_OVERHEAD + length
 
 
-def single_batch(records: Buffer | None, version: int) -> bytearray | memoryview:
-    """The one v2 batch a Produce v3+ partition must carry (ProduceRequest.validateRecords);
-    ``version`` is the Produce request's (zstd needs v7 or later)."""
+def single_batch(records: Buffer | None, version: int) -> tuple[bytearray | memoryview, BatchHeader | None]:
+    """The one v2 batch a Produce v3+ partition must carry (ProduceRequest.validateRecords), and
+    its header, read here once for every later check (None for a batch too short to have one,
+    which the log refuses); ``version`` is the Produce request's (zstd needs v7 or later)."""
     if not records:
         raise KafkaError(ErrorCode.INVALID_RECORD, "a partition must carry one record batch")
     end = _next_batch(records, 0)
@@ -213,14 +214,15 @@ def single_batch(records: Buffer | None, version: int) -> bytearray | memoryview
         raise KafkaError(ErrorCode.INVALID_RECORD, "no complete record batch in the partition data")
     if records[MAGIC_OFFSET] != 2:
         raise KafkaError(ErrorCode.INVALID_RECORD, "only record batches with magic version 2 are allowed")
-    (attributes,) = _INT16.unpack_from(records, ATTRIBUTES_OFFSET)
+    header = BatchHeader.parse(records) if end >= HEADER_SIZE else None
+    attributes = header.attributes if header is not None else _INT16.unpack_from(records, ATTRIBUTES_OFFSET)[0]
     if version < 7 and (attributes & COMPRESSION_MASK) == CODEC_ZSTD:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
-    if _next_batch(records, end) is not None:
+    if len(records) > end and _next_batch(records, end) is not None:
         raise KafkaError(ErrorCode.INVALID_RECORD, "a partition must carry exactly one record batch")
     if isinstance(records, memoryview) and not records.readonly:
-        return records[:end]  # the request's own buffer (a large frame): appended in place
-    return bytearray(memoryview(records)[:end])
+        return records[:end], header  # the request's own buffer (a large frame): appended in place
+    return bytearray(records if end == len(records) else memoryview(records)[:end]), header
 
 
 def is_v2_batch(records: Buffer | None) -> bool:

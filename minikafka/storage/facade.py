@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from minikafka.storage.batch import BatchHeader
     from minikafka.storage.log import AppendResult
     from minikafka.storage.log_manager import TopicInfo
     from minikafka.storage.producer_state import ProducerStateEntry
@@ -41,8 +42,10 @@ class PartitionStorage(Protocol):
 
     # -- append ------------------------------------------------------------------------------
 
-    def append_from_client(self, batch: Buffer, now_ms: int | None = None) -> AppendResult:
-        """Validate and append a producer's batch (a retried duplicate answers its first offsets)."""
+    def append_from_client(self, batch: Buffer, now_ms: int | None = None,
+                           header: BatchHeader | None = None) -> AppendResult:
+        """Validate and append a producer's batch (a retried duplicate answers its first offsets);
+        ``header`` is the batch's, if the caller has parsed it."""
         ...
 
     def append_as_coordinator(self, batch: Buffer, now_ms: int | None = None) -> AppendResult:

@@ -212,9 +212,13 @@ class PartitionLog:
 
     # ================================================================== appending
 
-    def append_from_client(self, batch: bytearray | memoryview | bytes, now_ms: int | None = None) -> AppendResult:
-        """Validate, assign offsets to and append one client batch (see the module docstring)."""
-        batch, header, now_ms = self._validate(batch, now_ms, from_client=True)
+    def append_from_client(self, batch: bytearray | memoryview | bytes, now_ms: int | None = None,
+                           header: BatchHeader | None = None) -> AppendResult:
+        """Validate, assign offsets to and append one client batch (see the module docstring).
+
+        ``header`` is the batch's own, when the caller has parsed it already (the Produce handler
+        has: :func:`~minikafka.storage.batch.single_batch`); it is checked here like a parsed one."""
+        batch, header, now_ms = self._validate(batch, now_ms, True, header)
         seg = self._segment_for(header, len(batch), now_ms)
         # 17. producer state (raises 45/47, 89 when full; returns the cached batch for a duplicate)
         dup = self.producer_state.check(header)
@@ -228,7 +232,7 @@ class PartitionLog:
         The batch is validated like a client's and its producer epoch must not be older than the
         partition's (47), but sequences are not checked: the broker, not the producer, numbered it.
         A transactional batch opens the producer's transaction here like any transactional data."""
-        batch, header, now_ms = self._validate(batch, now_ms, from_client=False)
+        batch, header, now_ms = self._validate(batch, now_ms, False)
         seg = self._segment_for(header, len(batch), now_ms)
         if header.producer_id >= 0:
             self.producer_state.check_epoch(header.producer_id, header.producer_epoch)
@@ -253,10 +257,10 @@ class PartitionLog:
         self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         return self._write(seg, batch, header, now_ms, Marker(commit, coordinator_epoch))
 
-    def _validate(self, batch: bytearray | memoryview | bytes, now_ms: int | None,
-                  from_client: bool) -> tuple[bytearray | memoryview, BatchHeader, int]:
+    def _validate(self, batch: bytearray | memoryview | bytes, now_ms: int | None, from_client: bool,
+                  header: BatchHeader | None = None) -> tuple[bytearray | memoryview, BatchHeader, int]:
         """Kafka's batch checks before offsets are assigned (steps 7-15); returns the writable
-        batch, its header and the append time."""
+        batch, its header (``header`` when given, else parsed here) and the append time."""
         if self._closed:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
         if now_ms is None:
@@ -265,17 +269,18 @@ class PartitionLog:
             batch = bytearray(batch)
         s = self._settings
         size = len(batch)
+        if header is None and size >= HEADER_SIZE:
+            header = BatchHeader.parse(batch)  # (a shorter batch is refused at step 9)
         # 7. baseOffset must be 0
-        if size >= 8 and _INT64.unpack_from(batch, 0)[0] != 0:
+        if size >= 8 and (_INT64.unpack_from(batch, 0)[0] if header is None else header.base_offset) != 0:
             raise KafkaError(ErrorCode.INVALID_RECORD, "batch base offset must be 0")
         # 8. max.message.bytes
         if size > s.max_message_bytes:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"batch of {size} bytes exceeds max.message.bytes {s.max_message_bytes}")
         # 9. size and CRC (the header's properties are spelled out below: this runs for every batch)
-        if size < HEADER_SIZE:
+        if header is None:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"batch of {size} bytes is smaller than a header")
-        header = BatchHeader.parse(batch)
         if LOG_OVERHEAD + header.batch_length != size or header.magic != 2:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch length or magic does not match")
         if crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:

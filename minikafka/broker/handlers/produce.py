@@ -50,7 +50,7 @@ def _legacy_batch(records: bytes | None, partition_log: Any, now_ms: int) -> byt
     """Produce v0-v2: a message set of format v0/v1 converted to one v2 batch; a v2 batch as is
     (Kafka takes v2 batches in these versions too)."""
     if is_v2_batch(records):
-        return single_batch(records, 2)
+        return single_batch(records, 2)[0]
     batch = legacy.message_set_to_batch(records or b"", legacy.TopicRules.from_config(partition_log.config), now_ms)
     if batch is None:
         raise _NothingToAppend
@@ -132,9 +132,9 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 if partition_log is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 if version >= 3:
-                    batch = single_batch(part.records, version)
+                    batch, header = single_batch(part.records, version)
                 else:  # message format v0/v1 (minikafka.storage.legacy)
-                    batch = _legacy_batch(part.records, partition_log, services.clock())
+                    batch, header = _legacy_batch(part.records, partition_log, services.clock()), None
                 if acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
                 if is_internal(name) and ctx.client_id != "__admin_client":
@@ -147,7 +147,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                                          f"smaller than min.insync.replicas ({min_isr})")
                 if any_transactional:
                     _verify_transactional(ctx, transactional_id, batch, (name, part.index), version)
-                result = partition_log.append_from_client(batch)
+                result = partition_log.append_from_client(batch, header=header)
                 base_offset = result.base_offset
                 append_time = result.log_append_time
                 log_start = result.log_start_offset
