@@ -12,6 +12,7 @@ from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage import segment
 from minikafka.storage.log import PartitionLog
 from tests.batches import CODECS
 from tests.storage_helpers import (
@@ -241,6 +242,26 @@ def test_duplicate_returns_original_offsets_and_appends_nothing(plog: PartitionL
     assert (dup.duplicate, dup.base_offset, dup.last_offset, dup.log_append_time) == (True, 0, 1, TS + 1)
     assert plog.log_end_offset == 5 and plog.segments[-1].size == size
     assert _code(plog, make_batch(P, 0, 7)) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_short_pwrites_are_continued_until_the_whole_batch_is_in_the_file(
+        plog: PartitionLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_pwrite = os.pwrite
+    calls = []
+
+    def short_pwrite(fd: int, data: bytes, position: int) -> int:  # the kernel may write less than asked
+        calls.append(len(data))
+        return real_pwrite(fd, bytes(data)[:50], position)
+
+    monkeypatch.setattr(segment.os, "pwrite", short_pwrite)
+    batches = [make_batch(P, 0, 0, value=b"v" * 120), make_batch(P, 0, 1, value=b"w" * 30)]
+    results = [plog.append_from_client(bytearray(batch)) for batch in batches]
+    monkeypatch.undo()
+    assert [r.base_offset for r in results] == [0, 1]
+    assert calls[0] == len(batches[0]) and len(calls) == sum(-(-len(b) // 50) for b in batches)
+    expected = b"".join(struct.pack(">q", base) + batch[8:12] + struct.pack(">i", 0) + batch[16:]
+                        for base, batch in zip([0, 1], batches, strict=True))
+    assert plog.segments[-1].log_path.read_bytes() == expected
 
 
 def test_failed_write_leaves_log_and_producer_state_unchanged(plog: PartitionLog) -> None:

@@ -33,14 +33,20 @@ _FIND_CHUNK = 1 << 13
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
-    """``os.pwrite`` until every byte is written (short writes are rare but legal)."""
+    """``os.pwrite`` until every byte is written (short writes are rare but legal). The first
+    call is given ``data`` itself: the usual whole write (one per appended batch) makes no view."""
+    written = os.pwrite(fd, data, position)
+    if written == len(data):
+        return
     view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
+    while True:
         if written <= 0:
             raise OSError("pwrite wrote nothing")
         view = view[written:]
         position += written
+        if not view:
+            return
+        written = os.pwrite(fd, view, position)
 
 
 class LogSegment:
