@@ -22,7 +22,7 @@ from minikafka.spark_export.source import SlicePartition, read_slice
 def read_everything(opts: object, slices: list) -> tuple[int, int]:
     rows = value_bytes = 0
     for sl in slices:
-        for batch in read_slice(opts, SlicePartition(sl)):  # type: ignore[arg-type]
+        for batch in read_slice(opts, SlicePartition([sl])):  # type: ignore[arg-type]
             rows += batch.num_rows
             value_bytes += batch.column("value").buffers()[2].size
     return rows, value_bytes

@@ -24,10 +24,10 @@ from minikafka.spark_export.indexes import OffsetIndex, TimeIndex
 from minikafka.spark_export.layout import list_partitions
 from minikafka.spark_export.offsets import log_end_offset, offset_for_timestamp
 from minikafka.spark_export.options import parse_options
-from minikafka.spark_export.planner import plan
+from minikafka.spark_export.planner import plan, plan_read
 from minikafka.spark_export.records import RecordFormatError, decode_records
 from minikafka.spark_export.scan import CHUNK_BYTES
-from minikafka.spark_export.slice_reader import SliceReader
+from minikafka.spark_export.slice_reader import SliceReader, read_slices
 from minikafka.storage.batch import BatchHeader, compute_crc
 from tests.spark_helpers import LogDirWriter, build_batch, control_batch, expected_rows
 
@@ -527,6 +527,57 @@ def test_max_records_and_min_partitions_split_by_offsets(tmp_path):
     assert len(slices) >= 9
     got = read_all(str(tmp_path), minPartitions="9")
     assert [r["offset"] for r in got] == list(range(280))
+
+
+def read_partitions(parts: list, opts) -> list[list[tuple]]:
+    """(topic, partition, offset, value) of every record, per input partition, as a task reads them."""
+    schema = arrow_schema(False, False)
+    return [[(r["topic"], r["partition"], r["offset"], r["value"])
+             for rb in read_slices(part, schema, True, opts.storage.files()) for r in rb.to_pylist()]
+            for part in parts]
+
+
+def test_segments_of_a_partition_are_packed_into_input_partitions_up_to_the_byte_bound(tmp_path):
+    rng = random.Random(5)
+    w = LogDirWriter(tmp_path, segment_bytes=20000, index_interval=1000)
+    for _ in range(80):
+        for p in (0, 1):
+            w.append("t", p, build_batch([(os.urandom(8), os.urandom(rng.randint(0, 900)), T0, [])
+                                          for _ in range(rng.randint(1, 6))]))
+    w.close()
+    want = [(r["topic"], r["partition"], r["offset"], r["value"]) for r in expected_rows(str(tmp_path))]
+    assert len(w.segments("t", 0)) > 4 and len(w.segments("t", 1)) > 4
+
+    # by default, all the segments of a partition are one input partition, read in order
+    opts = parse_options({"path": str(tmp_path)})
+    parts = plan_read(opts)[1]
+    assert [[sl.log_path for sl in part] for part in parts] == [w.segments("t", 0), w.segments("t", 1)]
+    got = read_partitions(parts, opts)
+    assert [{row[1] for row in rows} for rows in got] == [{0}, {1}]
+    assert [row for rows in got for row in rows] == want
+    assert len(plan_read(parse_options({"path": str(tmp_path), "subscribe": "t",
+                                        "startingOffsets": '{"t":{"0":30,"1":-2}}'}))[1]) == 2
+
+    # a bound smaller than the data: several input partitions, each within it, every record once
+    opts = parse_options({"path": str(tmp_path), "maxBytesPerPartition": "50000"})
+    parts = plan_read(opts)[1]
+    assert len(parts) > 4
+    for part in parts:
+        assert len({(sl.topic, sl.partition) for sl in part}) == 1
+        assert sum(sl.end_position - sl.start_position for sl in part) <= 50000
+        assert all(a.end_offset == b.start_offset for a, b in zip(part, part[1:], strict=False))
+    assert any(len(part) > 1 for part in parts)
+    assert [row for rows in read_partitions(parts, opts) for row in rows] == want
+
+    # maxRecordsPerPartition cuts packed partitions inside segments; minPartitions splits further
+    for extra, check in (({"maxRecordsPerPartition": "60"}, lambda n: n > 2),
+                         ({"minPartitions": "7"}, lambda n: n >= 7)):
+        opts = parse_options({"path": str(tmp_path), **extra})
+        parts = plan_read(opts)[1]
+        assert check(len(parts))
+        if "maxRecordsPerPartition" in extra:
+            assert all(part[-1].end_offset - part[0].start_offset <= 60 for part in parts)
+        assert [row for rows in read_partitions(parts, opts) for row in rows] == want
 
 
 def test_pattern_and_assign_select_partitions(tmp_path):

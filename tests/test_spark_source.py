@@ -21,7 +21,7 @@ import pytest
 
 from minikafka.spark_export.export import add_parser, run_export
 from minikafka.spark_export.options import parse_options
-from minikafka.spark_export.planner import plan
+from minikafka.spark_export.planner import plan_read
 from tests.spark_helpers import (
     LogDirWriter,
     build_batch,
@@ -104,14 +104,15 @@ def test_every_record_of_every_codec_matches_kafka_python(spark, logdir):  # noq
     assert by_topic == {("orders", 0), ("audit", 1)}
     assert {r["timestamp_ms"] for r in got if r["topic"] == "audit"} == {T0 + 5}
     assert any(r["isTransactional"] for r in got) and any(r["headers"] is None for r in got)
-    assert df.rdd.getNumPartitions() == len(plan(parse_options({"path": logdir})))
+    assert df.rdd.getNumPartitions() == len(plan_read(parse_options({"path": logdir}))[1])
 
 
-def test_one_input_partition_per_segment_and_splits_keep_every_record(spark, logdir):  # noqa: F811
-    segments = sum(len([n for n in os.listdir(os.path.join(logdir, d)) if n.endswith(".log")])
-                   for d in os.listdir(logdir) if os.path.isdir(os.path.join(logdir, d)))
+def test_one_input_partition_per_kafka_partition_and_splits_keep_every_record(spark, logdir):  # noqa: F811
+    partition_dirs = [d for d in os.listdir(logdir) if os.path.isdir(os.path.join(logdir, d))]
+    segments = sum(len([n for n in os.listdir(os.path.join(logdir, d)) if n.endswith(".log")]) for d in partition_dirs)
     df = spark.read.format("minikafka").load(logdir)
-    assert df.rdd.getNumPartitions() == segments
+    assert df.rdd.getNumPartitions() == len(partition_dirs) < segments
+    assert project(spark_rows(df), BASE) == project(expected(logdir), BASE)
     split = spark.read.format("minikafka").option("maxBytesPerPartition", "40000").load(logdir)
     assert split.rdd.getNumPartitions() > 2 * segments
     assert project(spark_rows(split), BASE) == project(expected(logdir), BASE)

@@ -20,8 +20,9 @@ timestamp, then per-partition timestamps, then offsets):
 
 Others: ``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPartition``,
 ``includeHeaders``, and the extensions ``includeProducerFields`` (producerId, producerEpoch,
-sequence, isTransactional) and ``maxBytesPerPartition`` (default 128 MiB: larger segments are
-split at offset-index entries).
+sequence, isTransactional) and ``maxBytesPerPartition`` (default 1 GiB: the segments of a
+partition are packed into input partitions of at most this many bytes, and a larger segment is
+split at offset-index entries; see :mod:`.planner`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from minikafka.spark_export.files import Storage
 
 EARLIEST = -2
 LATEST = -1
-DEFAULT_MAX_BYTES_PER_PARTITION = 128 << 20
+DEFAULT_MAX_BYTES_PER_PARTITION = 1 << 30
 
 TopicPartition = tuple[str, int]
 

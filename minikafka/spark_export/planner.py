@@ -4,10 +4,15 @@ Runs once per query on the driver. Offsets are resolved against the files as the
 moment (earliest = log start offset, latest = the offset after the last complete batch), so a
 read of a directory a broker is writing sees one consistent cut of every partition.
 
-Every segment that overlaps a partition's range becomes at least one slice (one Spark input
-partition). A segment larger than ``maxBytesPerPartition`` is split at offset-index entries, each
-cut checked against the batch header it points at; ``maxRecordsPerPartition`` then splits slices
-by offset count, and ``minPartitions`` splits the widest slices until there are enough.
+Each Spark input partition is a run of consecutive slices of one partition, read one after the
+other by one task, as Spark's Kafka source plans one task per topic-partition offset range: a
+task costs Spark a fixed amount of work however little it reads (about 0.06-0.08 s of CPU for a
+Python data source), so the slices of a partition's segments are packed together up to
+``maxBytesPerPartition`` bytes (default 1 GiB: one task per partition for most reads, and no task
+much longer than a few seconds). A segment larger than that bound is first split at offset-index
+entries, each cut checked against the batch header it points at. ``maxRecordsPerPartition`` then
+splits input partitions by offset count, and ``minPartitions`` packs to a smaller bound and splits
+the widest input partitions until there are enough.
 """
 
 from __future__ import annotations
@@ -214,44 +219,74 @@ def _byte_cuts(cache: _SegmentCache, seg: SegmentFile, sl: SegmentSlice, max_byt
     return pieces
 
 
-def _offset_split(cache: _SegmentCache, seg: SegmentFile, sl: SegmentSlice, parts: int) -> list[SegmentSlice]:
-    """Split ``sl`` into ``parts`` slices of (nearly) equal offset counts."""
-    span = sl.end_offset - sl.start_offset
+#: Consecutive slices of one partition, in offset order, with their segments: one input partition.
+_Run = list[tuple[SegmentSlice, SegmentFile]]
+
+
+def _nbytes(run: _Run) -> int:
+    return sum(s.end_position - s.start_position for s, _ in run)
+
+
+def _span(run: _Run) -> int:
+    return run[-1][0].end_offset - run[0][0].start_offset
+
+
+def _pack(pieces: _Run, max_bytes: int) -> list[_Run]:
+    """Consecutive pieces of one partition, packed in order into runs of at most ``max_bytes``
+    (a piece larger than that, where the index left no cut, is a run of its own)."""
+    runs: list[_Run] = []
+    size = 0
+    for piece in pieces:
+        length = piece[0].end_position - piece[0].start_position
+        if not runs or size + length > max_bytes:
+            runs.append([])
+            size = 0
+        runs[-1].append(piece)
+        size += length
+    return runs
+
+
+def _clip(cache: _SegmentCache, seg: SegmentFile, sl: SegmentSlice, lo: int, hi: int) -> SegmentSlice:
+    """The offsets ``[lo, hi)`` of ``sl``, starting at the index entry at or before ``lo``."""
+    start_pos = sl.start_position if lo == sl.start_offset else max(sl.start_position, cache.position(seg, lo))
+    return replace(sl, start_position=start_pos, start_offset=lo, end_offset=hi)
+
+
+def _offset_split(cache: _SegmentCache, run: _Run, parts: int) -> list[_Run]:
+    """Split ``run`` into ``parts`` runs of (nearly) equal offset counts."""
+    lo, span = run[0][0].start_offset, _span(run)
     parts = max(1, min(parts, span))
-    bounds = [sl.start_offset + span * k // parts for k in range(parts + 1)]
-    out = []
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
-        start_pos = sl.start_position if lo == sl.start_offset else max(sl.start_position, cache.position(seg, lo))
-        out.append(replace(sl, start_position=start_pos, start_offset=lo, end_offset=hi))
-    return out
+    bounds = [lo + span * k // parts for k in range(parts + 1)]
+    return [[(_clip(cache, seg, sl, max(a, sl.start_offset), min(b, sl.end_offset)), seg)
+             for sl, seg in run if sl.start_offset < b and sl.end_offset > a]
+            for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def plan_slices(files: Files, ranges: list[PartitionRange], opts: ReadOptions) -> list[SegmentSlice]:
+def plan_partitions(files: Files, ranges: list[PartitionRange], opts: ReadOptions) -> list[tuple[SegmentSlice, ...]]:
+    """The input partitions of a read: each the slices one task reads, in offset order."""
     cache = _SegmentCache(files)
     try:
-        slices = _plan(cache, ranges, opts, opts.max_bytes_per_partition)
-        if opts.min_partitions and len(slices) < opts.min_partitions:
-            total = sum(s.end_position - s.start_position for s, _ in slices)
-            smaller = max(1, total // opts.min_partitions)
+        runs = _plan(cache, ranges, opts, opts.max_bytes_per_partition)
+        if opts.min_partitions and len(runs) < opts.min_partitions:
+            smaller = max(1, sum(_nbytes(r) for r in runs) // opts.min_partitions)
             if smaller < opts.max_bytes_per_partition:
-                slices = _plan(cache, ranges, opts, smaller)
-            while len(slices) < opts.min_partitions:
-                widest = max(range(len(slices)), key=lambda i: slices[i][0].end_offset - slices[i][0].start_offset)
-                sl, seg = slices[widest]
-                if sl.end_offset - sl.start_offset < 2:
+                runs = _plan(cache, ranges, opts, smaller)
+            while len(runs) < opts.min_partitions:
+                widest = max(range(len(runs)), key=lambda i: _span(runs[i]))
+                if _span(runs[widest]) < 2:
                     break
-                slices[widest : widest + 1] = [(s, seg) for s in _offset_split(cache, seg, sl, 2)]
-        return [s for s, _ in slices]
+                runs[widest : widest + 1] = _offset_split(cache, runs[widest], 2)
+        return [tuple(s for s, _ in run) for run in runs]
     finally:
         cache.close()
 
 
-def _plan(cache: _SegmentCache, ranges: list[PartitionRange], opts: ReadOptions,
-          max_bytes: int) -> list[tuple[SegmentSlice, SegmentFile]]:
-    out: list[tuple[SegmentSlice, SegmentFile]] = []
+def _plan(cache: _SegmentCache, ranges: list[PartitionRange], opts: ReadOptions, max_bytes: int) -> list[_Run]:
+    out: list[_Run] = []
     for rng in ranges:
         if rng.start >= rng.end:
             continue
+        pieces: _Run = []
         segments = rng.pdir.segments
         for i, seg in enumerate(segments):
             is_last = i == len(segments) - 1
@@ -271,24 +306,27 @@ def _plan(cache: _SegmentCache, ranges: list[PartitionRange], opts: ReadOptions,
                 at_log_end=is_last,
                 aborted=tuple(a for a in rng.aborted if a.last_offset >= lo and a.first_offset < hi),
             )
-            pieces = _byte_cuts(cache, seg, sl, max_bytes)
-            if opts.max_records_per_partition:
-                limit = opts.max_records_per_partition
-                pieces = [
-                    part
-                    for piece in pieces
-                    for part in _offset_split(cache, seg, piece, -(-(piece.end_offset - piece.start_offset) // limit))
-                ]
-            out.extend((p, seg) for p in pieces)
+            pieces.extend((p, seg) for p in _byte_cuts(cache, seg, sl, max_bytes))
+        runs = _pack(pieces, max_bytes)
+        if opts.max_records_per_partition:
+            limit = opts.max_records_per_partition
+            runs = [part for run in runs for part in _offset_split(cache, run, -(-_span(run) // limit))]
+        out.extend(runs)
     return out
+
+
+def plan_read(opts: ReadOptions) -> tuple[list[PartitionRange], list[tuple[SegmentSlice, ...]]]:
+    """The offset range of every selected partition and the input partitions that cover them."""
+    files = opts.storage.files()
+    selected = select_partitions(list_partitions(files), opts)
+    ranges = resolve_ranges(files, selected, opts)
+    return ranges, plan_partitions(files, ranges, opts)
 
 
 def plan_ranges(opts: ReadOptions) -> tuple[list[PartitionRange], list[SegmentSlice]]:
     """The offset range of every selected partition and the slices that cover them."""
-    files = opts.storage.files()
-    selected = select_partitions(list_partitions(files), opts)
-    ranges = resolve_ranges(files, selected, opts)
-    return ranges, plan_slices(files, ranges, opts)
+    ranges, parts = plan_read(opts)
+    return ranges, [sl for part in parts for sl in part]
 
 
 def plan(opts: ReadOptions) -> list[SegmentSlice]:

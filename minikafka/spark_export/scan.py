@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 
 #: Bytes read per ``pread``; a batch larger than this is read whole.
 CHUNK_BYTES = 8 << 20
-#: Read buffers a slice reader keeps for reuse: the one being walked, the one the group being
-#: built may still use, and one free.
+#: Read buffers a slice reader (and the next slices of its input partition) keeps for reuse: the
+#: one being walked, the one the group being built may still use, and one free.
 KEPT_BUFFERS = 3
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
@@ -71,7 +71,8 @@ class SegmentSlice:
 class BatchReader:
     """Iterates ``(file position, header, records section)`` of a slice; sections are still compressed."""
 
-    def __init__(self, sl: SegmentSlice, fail_on_data_loss: bool, files: Files) -> None:
+    def __init__(self, sl: SegmentSlice, fail_on_data_loss: bool, files: Files,
+                 buffers: list[bytearray] | None = None) -> None:
         self.slice = sl
         self.fail_on_data_loss = fail_on_data_loss
         self.files = files
@@ -80,7 +81,8 @@ class BatchReader:
         #: the section yielded last lies in them, at ``position + HEADER_SIZE - chunk_position``.
         self.chunk = memoryview(b"")
         self.chunk_position = 0
-        self._buffers: list[bytearray] = []
+        #: Kept read buffers, shared by the slices of one input partition.
+        self._buffers: list[bytearray] = [] if buffers is None else buffers
 
     # -- damage handling -------------------------------------------------------------------------
 
@@ -203,7 +205,7 @@ class BatchReader:
                 break
         if buf is None:
             buf = bytearray(max(size, CHUNK_BYTES) + PADDING)
-            self._buffers = [*self._buffers[-(KEPT_BUFFERS - 1) :], buf]
+            self._buffers[:] = [*self._buffers[-(KEPT_BUFFERS - 1) :], buf]
         view = memoryview(buf)
         got = fd.pread_into(view[:size], position)
         view[got : got + PADDING] = bytes(PADDING)

@@ -8,7 +8,7 @@ records for a reader and are passed over, as a consumer does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -97,10 +97,10 @@ class SliceReader:
     """Reads one :class:`SegmentSlice` into Arrow record batches of ``schema``."""
 
     def __init__(self, sl: SegmentSlice, schema: pa.Schema, fail_on_data_loss: bool, files: Files,
-                 read_committed: bool = False) -> None:
+                 read_committed: bool = False, buffers: list[bytearray] | None = None) -> None:
         self.slice = sl
         self.schema = schema
-        self.batches = BatchReader(sl, fail_on_data_loss, files)
+        self.batches = BatchReader(sl, fail_on_data_loss, files, buffers)
         self.read_committed = read_committed
 
     def _aborted(self, header: BatchHeader) -> bool:
@@ -153,3 +153,12 @@ class SliceReader:
             if len(cols):
                 yield build_record_batch(cols, fields, sl.topic, sl.partition, self.schema)
             return
+
+
+def read_slices(slices: Sequence[SegmentSlice], schema: pa.Schema, fail_on_data_loss: bool, files: Files,
+                read_committed: bool = False) -> Iterator[pa.RecordBatch]:
+    """The Arrow record batches of one input partition: its slices one after the other, in offset
+    order, sharing their read buffers."""
+    buffers: list[bytearray] = []
+    for sl in slices:
+        yield from SliceReader(sl, schema, fail_on_data_loss, files, read_committed, buffers)

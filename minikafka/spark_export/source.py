@@ -10,14 +10,14 @@ The schema is the one of Spark's own Kafka source (key, value, topic, partition,
 timestampType, and headers with ``includeHeaders``), so queries written for ``format("kafka")``
 run unchanged. Options are described in :mod:`minikafka.spark_export.options`.
 
-Planning (:mod:`.planner`) runs on the driver; each input partition is a slice of one segment
-file, read by a task with plain file reads, so executors must see the same files (one machine, or
+Planning (:mod:`.planner`) runs on the driver; each input partition is a run of consecutive
+slices of one partition's segment files, read by a task with plain file reads, so executors must see the same files (one machine, or
 a shared file system).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
@@ -67,11 +67,12 @@ def spark_schema(include_headers: bool = False, include_producer_fields: bool = 
 
 
 class SlicePartition(InputPartition):
-    """One Spark input partition: a :class:`SegmentSlice` (picklable, a few hundred bytes)."""
+    """One Spark input partition: consecutive :class:`SegmentSlice` of one partition, in offset
+    order (picklable, a few hundred bytes each)."""
 
-    def __init__(self, sl: SegmentSlice) -> None:
-        super().__init__(sl)
-        self.slice = sl
+    def __init__(self, slices: Sequence[SegmentSlice]) -> None:
+        super().__init__(tuple(slices))
+        self.slices = tuple(slices)
 
 
 class MiniKafkaReader(DataSourceReader):
@@ -79,9 +80,9 @@ class MiniKafkaReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[InputPartition]:
-        from minikafka.spark_export.planner import plan
+        from minikafka.spark_export.planner import plan_read
 
-        return [SlicePartition(sl) for sl in plan(self.opts)]
+        return [SlicePartition(part) for part in plan_read(self.opts)[1]]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         yield from read_slice(self.opts, partition)
@@ -92,10 +93,10 @@ def read_slice(opts: ReadOptions, partition: InputPartition) -> Iterator[Any]:
     if not isinstance(partition, SlicePartition):
         return  # Spark's placeholder partition when the plan is empty
     from minikafka.spark_export.arrow_build import arrow_schema
-    from minikafka.spark_export.slice_reader import SliceReader
+    from minikafka.spark_export.slice_reader import read_slices
 
     schema = arrow_schema(opts.include_headers, opts.include_producer_fields)
-    yield from SliceReader(partition.slice, schema, opts.fail_on_data_loss, opts.storage.files(),
+    yield from read_slices(partition.slices, schema, opts.fail_on_data_loss, opts.storage.files(),
                            read_committed=opts.read_committed)
 
 

@@ -126,7 +126,7 @@ class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def partitions(self, start: Offsets, end: Offsets) -> list[InputPartition]:
         from minikafka.spark_export.files import Files
         from minikafka.spark_export.layout import list_partitions
-        from minikafka.spark_export.planner import plan_slices, resolve_ranges
+        from minikafka.spark_export.planner import plan_partitions, resolve_ranges
         from minikafka.spark_export.source import SlicePartition
 
         begin, stop = from_json_offsets(start), from_json_offsets(end)
@@ -139,7 +139,7 @@ class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         opts = replace(self.opts, subscribe=None, subscribe_pattern=None, assign=tuple(sorted(wanted)),
                        starting=OffsetLimit("offsets", per_partition={tp: s for tp, (s, _) in wanted.items()}),
                        ending=OffsetLimit("offsets", per_partition={tp: e for tp, (_, e) in wanted.items()}))
-        return [SlicePartition(sl) for sl in plan_slices(files, resolve_ranges(files, pdirs, opts), opts)]
+        return [SlicePartition(part) for part in plan_partitions(files, resolve_ranges(files, pdirs, opts), opts)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from minikafka.spark_export.source import read_slice
