@@ -11,8 +11,8 @@ timestampType, and headers with ``includeHeaders``), so queries written for ``fo
 run unchanged. Options are described in :mod:`minikafka.spark_export.options`.
 
 Planning (:mod:`.planner`) runs on the driver; each input partition is a run of consecutive
-slices of one partition's segment files, read by a task with plain file reads, so executors must see the same files (one machine, or
-a shared file system).
+slices of one partition's segment files, read by a task with plain file reads, so executors must
+see the same files (one machine, or a shared file system).
 """
 
 from __future__ import annotations
