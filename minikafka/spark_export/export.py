@@ -6,9 +6,10 @@
 
 The command plans the read first (so it can say how much it is about to read), then runs one
 Spark job through the ``minikafka`` data source and shows the job's progress in tasks (one task
-per segment slice). Columns are those of the data source. CSV has no binary or array types, so
-for CSV the key, value and header values are written base64-encoded and the headers as a JSON
-string; ``--utf8`` writes key and value as UTF-8 text instead, in every format.
+per input partition: consecutive slices of one partition, up to ``maxBytesPerPartition``).
+Columns are those of the data source. CSV has no binary or array types, so for CSV the key,
+value and header values are written base64-encoded and the headers as a JSON string; ``--utf8``
+writes key and value as UTF-8 text instead, in every format.
 
 PySpark is imported only when the command runs; building the parser needs nothing but argparse.
 """
@@ -229,12 +230,12 @@ def run_export(args: argparse.Namespace) -> int:
     from minikafka.spark_export.errors import DataLossError, ExportOptionError
     from minikafka.spark_export.files import StorageError
     from minikafka.spark_export.options import parse_options
-    from minikafka.spark_export.planner import plan_ranges
+    from minikafka.spark_export.planner import plan_read
 
     try:
         opts = source_options(args)
         read_opts = parse_options({**opts, "path": args.data_dir})
-        ranges, slices = plan_ranges(read_opts)
+        ranges, parts = plan_read(read_opts)
     except (ExportOptionError, ValueError, FileNotFoundError, StorageError) as exc:
         err.write(f"minikafka export: {exc}\n")
         return 2
@@ -243,11 +244,12 @@ def run_export(args: argparse.Namespace) -> int:
         return 1
     opts = pinned_options(opts, ranges)
 
+    slices = [sl for part in parts for sl in part]
     nbytes = sum(s.end_position - s.start_position for s in slices)
     partitions = len({(s.topic, s.partition) for s in slices})
     offsets = sum(s.end_offset - s.start_offset for s in slices)
-    err.write(f"[export] {args.data_dir}: {partitions} partitions, {len(slices)} slices, {_human(nbytes)}, "
-              f"up to {offsets} records -> {args.out} ({args.format})\n")
+    err.write(f"[export] {args.data_dir}: {partitions} partitions, {len(slices)} slices in {len(parts)} tasks, "
+              f"{_human(nbytes)}, up to {offsets} records -> {args.out} ({args.format})\n")
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
