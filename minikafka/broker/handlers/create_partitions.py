@@ -11,7 +11,7 @@ from minikafka.errors import ErrorCode
 
 async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     services = ctx.services
-    logs = ctx.services.storage
+    logs = services.storage
     Response = CreatePartitionsResponse[ctx.api_version]
     results = []
     names = [t.name for t in request.topics]

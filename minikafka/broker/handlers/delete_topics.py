@@ -19,7 +19,7 @@ ZERO_UUID = uuid.UUID(int=0)
 async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     version = ctx.api_version
     services = ctx.services
-    logs = ctx.services.storage
+    logs = services.storage
     Response = DeleteTopicsResponse[version]
     Result = Response.DeletableTopicResult
     if version >= 6:

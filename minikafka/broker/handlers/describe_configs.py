@@ -26,7 +26,7 @@ def _text(value: Any) -> str:
 async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     version = ctx.api_version
     services = ctx.services
-    logs = ctx.services.storage
+    logs = services.storage
     Response = DescribeConfigsResponse[version]
     Result = Response.DescribeConfigsResult
     Entry = Result.DescribeConfigsResourceResult

@@ -20,7 +20,7 @@ def _lookup(ctx: RequestContext, key_type: int) -> tuple[int, str | None]:
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
     coordinator = ctx.services.groups if key_type == GROUP else ctx.services.transactions
-    if coordinator is None or not coordinator.active:
+    if not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
     return ErrorCode.NONE, None
 

@@ -32,7 +32,7 @@ def auto_create(ctx: RequestContext, name: str) -> ErrorCode:
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     version = ctx.api_version
     services = ctx.services
-    logs = ctx.services.storage
+    logs = services.storage
     Response = MetadataResponse[version]
     Topic = Response.MetadataResponseTopic
     Partition = Topic.MetadataResponsePartition

@@ -29,7 +29,7 @@ def requested_offsets(ctx: RequestContext, request_topics: Any, committed: Calla
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
     services = ctx.services
-    groups = ctx.services.groups
+    groups = services.groups
     now = services.clock()
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
 

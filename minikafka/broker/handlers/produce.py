@@ -63,9 +63,9 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
     coordinator with ``tp`` in it (checked in-process, so a late retry after an abort cannot open
     a transaction nobody will close). The coordinator's answer as Produce reports it
     (``docs/semantics.md#txn-produce``)."""
-    coordinator = ctx.services.transactions
-    if coordinator is None or not is_transactional_batch(batch):
+    if not is_transactional_batch(batch):
         return
+    coordinator = ctx.services.transactions
     producer_id, epoch = producer_of(batch)
     verdict = coordinator.check_transactional_write(transactional_id, producer_id, epoch, tp)
     if verdict == ErrorCode.NONE:
@@ -97,7 +97,7 @@ def _transactional_batches(topic_data: list[Any]) -> tuple[bool, set[tuple[int, 
 
 async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     services = ctx.services
-    logs = ctx.services.storage
+    logs = services.storage
     version = ctx.api_version
     acks = request.acks
     transactional_id = request.transactional_id
