@@ -39,7 +39,6 @@ from minikafka.storage.log_manager import LogManager
 from minikafka.storage.producer_ids import ProducerIdAllocator
 
 if TYPE_CHECKING:
-
     from minikafka.broker.sasl import UserStore
 
 log = logging.getLogger("minikafka.broker")
