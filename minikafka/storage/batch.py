@@ -23,6 +23,7 @@ from ..errors import ErrorCode, KafkaError
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength, counted in every size limit
+PARTITION_LEADER_EPOCH_OFFSET = 12  # after baseOffset and batchLength; outside the CRC
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
@@ -146,7 +147,7 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     """Rewrite partitionLeaderEpoch in place; it is outside the CRC."""
-    _LEADER_EPOCH.pack_into(buf, pos + 12, epoch)
+    _LEADER_EPOCH.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, header: BatchHeader, now_ms: int) -> None:

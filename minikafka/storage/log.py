@@ -34,6 +34,7 @@ from .batch import (
     CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    PARTITION_LEADER_EPOCH_OFFSET,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     compute_crc,
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
-_LEADER_EPOCH_OFFSET = 12  # partitionLeaderEpoch, after baseOffset and batchLength
 _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 
@@ -332,7 +332,7 @@ class PartitionLog:
         """Give the batch the next offset, write it and record it in the producer state."""
         leo = self.log_end_offset
         _INT64.pack_into(batch, 0, leo)  # baseOffset and partitionLeaderEpoch: outside the CRC
-        _INT32.pack_into(batch, _LEADER_EPOCH_OFFSET, 0)
+        _INT32.pack_into(batch, PARTITION_LEADER_EPOCH_OFFSET, 0)
         header.base_offset = leo
         header.partition_leader_epoch = 0
         try:
