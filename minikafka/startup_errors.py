@@ -12,7 +12,7 @@ EXIT_CODES: dict[int, str] = {
     1: "an unexpected error (a bug: the traceback says where)",
     2: "a bad command line, environment variable or broker setting (name, value or range)",
     3: "an address that cannot be listened on (in use, not an address of this machine, unknown host)",
-    4: "a data directory that cannot be used (a file, not writable, another node's)",
+    4: "a data directory that cannot be used (a file, not writable, another node's, in use by another broker)",
     5: "TLS key material or SASL users that cannot be loaded",
     6: "a fault-rule file that cannot be read or has an invalid rule",
 }

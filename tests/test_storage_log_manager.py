@@ -132,6 +132,7 @@ def test_after_an_unclean_shutdown_recovery_starts_at_the_checkpointed_recovery_
         plog.append_from_client(make_batch(P, 0, seq))
     manager.checkpoint()
     crash(plog)
+    manager.unlock()  # the killed process's lock on the data dir goes with it
     with open(data / "a-0" / "00000000000000000010.log", "ab") as f:
         f.write(b"\x00\x00\x00")
     with caplog.at_level(logging.INFO):
@@ -207,7 +208,7 @@ def test_illegal_topic_names_are_refused_and_create_nothing(tmp_path: Path, name
     manager = _manager(data)
     with pytest.raises(ValueError):
         manager.create_topic(name, 1, {})
-    assert sorted(p.name for p in data.iterdir()) == ["meta.properties"]
+    assert sorted(p.name for p in data.iterdir()) == [".lock", "meta.properties"]
     assert not (tmp_path / "x-0").exists()
 
 

@@ -117,6 +117,8 @@ class Broker:
         except BaseException as exc:
             if self.listeners is not None:
                 self.listeners.close()
+            if self.logs is not None:
+                self.logs.unlock()
             if isinstance(exc, OSError) and not isinstance(exc, BindError):
                 where = f" ({exc.filename})" if exc.filename else ""
                 raise DataDirError(f"data dir {self.config.data_dir}: {exc.strerror or exc}{where}") from exc

@@ -2,6 +2,7 @@
 
 Layout (Kafka's, docs/semantics.md#on-disk-layout, plus one minikafka file)::
 
+    <data-dir>/.lock                               held (flock) while a broker has the dir open
     <data-dir>/meta.properties                     version=1, cluster.id, node.id
     <data-dir>/.kafka_cleanshutdown                only between a clean shutdown and the next start
     <data-dir>/recovery-point-offset-checkpoint
@@ -33,6 +34,7 @@ from ..config import BrokerConfig, parse_topic_configs
 from ..errors import ErrorCode, KafkaError
 from ..startup_errors import DataDirError
 from . import checkpoints as ckpt
+from .dir_lock import DataDirLock
 from .disk_format import PARTITION_DIR, parse_partition_dir_name, topic_name_error
 from .log import PartitionLog
 
@@ -79,6 +81,7 @@ class LogManager:
         #: partitions that could not be opened (the broker answers KAFKA_STORAGE_ERROR for them)
         self.offline: dict[tuple[str, int], str] = {}
         self._loaded = False
+        self._lock = DataDirLock(self.data_dir)
 
     # ------------------------------------------------------------------ loading
 
@@ -93,10 +96,25 @@ class LogManager:
             raise DataDirError(f"data dir {self.data_dir}: {what}; expected a directory")
         if not os.access(existing, os.W_OK | os.X_OK):
             raise DataDirError(f"data dir {self.data_dir}: {existing} is not writable by this user")
+        self._read_meta_properties()
 
     def load(self) -> None:
+        """Lock the data dir (no other broker may have it open, :mod:`.dir_lock`), then load it.
+        The lock is held until :meth:`shutdown`, :meth:`abandon` or :meth:`unlock`."""
         started = time.monotonic()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        try:
+            self._load(started)
+        except BaseException:
+            self.unlock()
+            raise
+
+    def unlock(self) -> None:
+        """Let another broker open the data dir (a start that failed after :meth:`load`)."""
+        self._lock.release()
+
+    def _load(self, started: float) -> None:
         first_start = not (self.data_dir / ckpt.META_PROPERTIES).exists()
         self._load_meta_properties()
         self.clean_start = ckpt.consume_clean_shutdown_marker(self.data_dir)
@@ -116,7 +134,8 @@ class LogManager:
                  (time.monotonic() - started) * 1000,
                  f"; {len(self.offline)} offline" if self.offline else "")
 
-    def _load_meta_properties(self) -> None:
+    def _read_meta_properties(self) -> dict[str, str]:
+        """meta.properties as read (empty when missing or unreadable); refuses another node's dir."""
         path = self.data_dir / ckpt.META_PROPERTIES
         node_id = self.broker_config.node_id
         props: dict[str, str] = {}
@@ -125,10 +144,16 @@ class LogManager:
                 props = ckpt.read_properties(path)
             except (OSError, UnicodeDecodeError) as e:
                 log.warning("unreadable %s (%s): writing a new one", path, e)
-        cluster_id = props.get("cluster.id", "")
         if props and "node.id" in props and props["node.id"] != str(node_id):
             raise DataDirError(f"{path} belongs to node.id {props['node.id']}, but this broker is node.id "
                                f"{node_id}; use another data dir or the same node id")
+        return props
+
+    def _load_meta_properties(self) -> None:
+        path = self.data_dir / ckpt.META_PROPERTIES
+        node_id = self.broker_config.node_id
+        props = self._read_meta_properties()
+        cluster_id = props.get("cluster.id", "")
         try:
             ckpt.base64_to_uuid(cluster_id)
         except ValueError:
@@ -398,6 +423,7 @@ class LogManager:
         for plog in self.all_logs():
             plog.abandon()
         self._logs.clear()
+        self.unlock()
         log.warning("%s abandoned without a clean shutdown", self.data_dir)
 
     def shutdown(self) -> None:
@@ -420,3 +446,4 @@ class LogManager:
         else:
             log.warning("shutdown of %s was not clean: the next start will recover", self.data_dir)
         self._logs.clear()
+        self.unlock()
