@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Final
 
 from ..batch import CONTROL_FLAG, HEADER_SIZE, BatchHeader
 from ..records import decompress, read_varint
@@ -18,7 +19,12 @@ _READ_CHUNK = 1 << 20
 #: span in the uncompressed records section first. A plain tuple: the cleaner makes one per record
 #: twice per cleaning, and a class's ``__init__`` cost a third of its time.
 Record = tuple[int, int, int, int, bytes | None, bool]
-START, END, OFFSET, TS_DELTA, KEY, TOMBSTONE = range(6)
+START: Final = 0
+END: Final = 1
+OFFSET: Final = 2
+TS_DELTA: Final = 3
+KEY: Final = 4
+TOMBSTONE: Final = 5
 
 
 def parse_records(raw: bytes, header: BatchHeader) -> list[Record]:
