@@ -16,7 +16,7 @@ only repeats values that are already current.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -43,7 +43,7 @@ _READ_BYTES = 1 << 20
 Record = tuple[bytes, bytes | None]
 
 
-def build_batch(records: list[Record], timestamp: int, producer_id: int = -1, producer_epoch: int = -1,
+def build_batch(records: Sequence[Record], timestamp: int, producer_id: int = -1, producer_epoch: int = -1,
                 transactional: bool = False) -> bytearray:
     """One uncompressed v2 batch of ``records`` (a transactional one with a producer id when asked)."""
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
