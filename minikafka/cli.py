@@ -184,7 +184,7 @@ def _surviving_log_handler() -> logging.Handler:
     a broker must not die, or stop uncleanly, because its output went away."""
     import logging
 
-    class SurvivingStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    class SurvivingStreamHandler(logging.StreamHandler):
         def handleError(self, record: logging.LogRecord) -> None:
             if isinstance(sys.exc_info()[1], OSError):
                 _silence(self.stream)

@@ -6,6 +6,7 @@ handler that called it can put the code into the right partition response.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
 
 
@@ -141,12 +142,12 @@ class KafkaError(Exception):
         self,
         code: ErrorCode,
         message: str | None = None,
-        record_errors: list[tuple[int, str | None]] | None = None,
+        record_errors: Sequence[tuple[int, str | None]] = (),
     ) -> None:
         super().__init__(message or code.name)
         self.code = code
         self.message = message
-        self.record_errors = record_errors or []
+        self.record_errors = list(record_errors)
 
     def __repr__(self) -> str:
         return f"KafkaError({self.code.name}, {self.message!r})"

@@ -16,7 +16,7 @@ import errno
 import logging
 import socket
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from minikafka.protocol.framing import FrameReader
@@ -28,7 +28,7 @@ log = logging.getLogger("minikafka.broker")
 ACCEPTS_PER_WAKEUP = 512
 
 #: ``client_connected(reader, transport)`` serves one accepted connection (in a task of its own).
-ClientCallback = Callable[[FrameReader, asyncio.Transport], Awaitable[None]]
+ClientCallback = Callable[[FrameReader, asyncio.Transport], Coroutine[Any, Any, None]]
 
 
 def bind_sockets(host: str, port: int, backlog: int) -> list[socket.socket]:

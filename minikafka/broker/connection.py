@@ -72,6 +72,7 @@ class Connection:
         if listener is not None and listener.uses_sasl:
             from minikafka.broker.sasl import SaslSession
 
+            assert broker.sasl_users is not None  # loaded at start when a listener uses SASL
             self.sasl = SaslSession(listener, broker.sasl_users)
 
     async def run(self) -> None:

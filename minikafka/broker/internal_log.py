@@ -3,8 +3,10 @@
 ``__consumer_offsets`` (committed offsets, :mod:`minikafka.broker.groups.offset_store`) and
 ``__transaction_state`` (transactional ids, :mod:`minikafka.broker.transactions.state_log`) are
 both key/value logs replayed at start-up, where the last record of a key wins and a null value
-deletes it. minikafka has no log cleaner, so each keeps its own log bounded the same way: when
-the log holds more than ``COMPACT_FACTOR`` times as many records as there are live keys (and at
+deletes it. Both are ``cleanup.policy=compact`` topics, which the log cleaner
+(:mod:`minikafka.storage.cleaner`) cleans like any other; each also keeps its own log bounded, so
+that replay stays short when ``log.cleaner.enable`` is false or the cleaner lags behind: when the
+log holds more than ``COMPACT_FACTOR`` times as many records as there are live keys (and at
 least a minimum), it rolls a new segment, appends a copy of the live state there and moves the
 log start offset to the first record of that copy; the older segments are deleted. A crash at
 any point leaves a log whose replay gives the same state: before the log start moves, the copy
@@ -14,7 +16,7 @@ only repeats values that are already current.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -41,7 +43,7 @@ _READ_BYTES = 1 << 20
 Record = tuple[bytes, bytes | None]
 
 
-def build_batch(records: list[Record], timestamp: int, producer_id: int = -1, producer_epoch: int = -1,
+def build_batch(records: Sequence[Record], timestamp: int, producer_id: int = -1, producer_epoch: int = -1,
                 transactional: bool = False) -> bytearray:
     """One uncompressed v2 batch of ``records`` (a transactional one with a producer id when asked)."""
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,

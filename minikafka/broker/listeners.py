@@ -20,7 +20,7 @@ import os
 import re
 import ssl
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,7 +248,7 @@ class ListenerSet:
                 return listener
         raise KeyError(f"no listener named {name}")
 
-    async def open(self, on_connect: Callable[..., Awaitable[None]]) -> None:
+    async def open(self, on_connect: Callable[..., Coroutine[Any, Any, None]]) -> None:
         """Bind every listener (all or none: a busy port closes the ones already open). Connections
         wait in the listen backlog until :meth:`start_accepting`."""
         backlog = int(self.config.get("socket.listen.backlog.size"))

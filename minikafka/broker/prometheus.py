@@ -123,10 +123,10 @@ class BrokerCollector:
 
         logs = broker.logs.all_logs() if broker.started and broker.logs is not None else []
         logs.sort(key=lambda plog: (plog.topic, plog.partition))
-        for name, kind, help_text, read in PARTITION_METRICS:
+        for name, kind, help_text, read_partition in PARTITION_METRICS:
             family = _FAMILIES[kind](name, help_text, labels=["topic", "partition"])
             for plog in logs:
-                family.add_metric([plog.topic, str(plog.partition)], read(plog))
+                family.add_metric([plog.topic, str(plog.partition)], read_partition(plog))
             yield family
 
 
@@ -136,7 +136,7 @@ def render(broker: Broker, *extra: Collector) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(broker))
     for collector in extra:
-        registry.register(collector)  # type: ignore[arg-type]
+        registry.register(collector)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)

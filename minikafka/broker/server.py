@@ -58,7 +58,6 @@ class Broker:
         self.fetch_waiters = FetchWaiters()
         self.flusher = Flusher()
         self.clock = wall_clock_ms
-        self._server: asyncio.base_events.Server | None = None
         self.listeners: ListenerSet | None = None  # [listeners] bound in start()
         self.sasl_users: UserStore | None = None  # [listeners] when a listener uses SASL
         self.quotas = ConnectionQuotas(self.config)  # [limits] max.connections, max.connections.per.ip
@@ -162,7 +161,6 @@ class Broker:
             running=lambda: self.started, advertised_address=self.advertised_address())
         self.metrics.recovery_seconds = time.perf_counter() - started
         self.listeners.start_accepting()
-        self._server = self.listeners.servers[0]
         self.port = self.listeners.primary.port
         self._background = [
             # [limits] connections.max.idle.ms

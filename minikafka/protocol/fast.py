@@ -271,6 +271,7 @@ def decode_produce_request(request_class: Any, body: memoryview, version: int) -
                 pos += 2
             else:
                 size, pos = _length(body, pos, flexible, True)
+            records: bytes | memoryview | None
             if size < 0:
                 records = None
             elif size >= SHARED_RECORDS and not body.readonly:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 from minikafka.storage.batch import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD
 
@@ -28,7 +29,7 @@ class CodecError(ValueError):
     """The compressed stream could not be decoded (corrupt data or an unknown codec id)."""
 
 
-def _cramjam():  # type: ignore[no-untyped-def]
+def _cramjam() -> Any:
     try:
         import cramjam
     except ImportError as exc:  # pragma: no cover - the spark extra installs it

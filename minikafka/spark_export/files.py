@@ -208,7 +208,7 @@ class ArrowFiles:
             raise self._fail(path, exc) from None
         return [Entry(i.base_name, i.type == pafs.FileType.Directory, i.size or 0) for i in infos]
 
-    def open(self, path: str) -> RangeFile:
+    def open(self, path: str) -> _ArrowFile:
         try:
             return _ArrowFile(self.fs.open_input_file(path))
         except FileNotFoundError:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from minikafka.spark_export.codecs import CodecError, decompress
+from minikafka.spark_export.codecs import Buffer, CodecError, decompress
 from minikafka.spark_export.files import Files, RangeFile
 from minikafka.spark_export.indexes import OffsetIndex, TimeIndex
 from minikafka.spark_export.layout import PartitionDir, SegmentFile
@@ -89,7 +89,7 @@ def _first_at_or_after(fd: RangeFile, header: BatchHeader, position: int, timest
     if header.is_log_append_time:
         return max(header.base_offset, min_offset) if header.max_timestamp >= timestamp else None
     raw = fd.pread(header.size, position)
-    section: bytes | memoryview = memoryview(raw)[HEADER_SIZE:]
+    section: Buffer = memoryview(raw)[HEADER_SIZE:]
     try:
         if header.compression:
             section = decompress(header.compression, section)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from minikafka.spark_export.arrow_build import BatchFields, build_record_batch
-from minikafka.spark_export.codecs import CodecError, decompress
+from minikafka.spark_export.codecs import Buffer, CodecError, decompress
 from minikafka.spark_export.files import Files
 from minikafka.spark_export.records import (
     PADDING,
@@ -36,7 +36,7 @@ GROUP_RECORDS = 65536
 class _Group:
     headers: list[BatchHeader] = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
-    sections: list[bytes | memoryview] = field(default_factory=list)
+    sections: list[Buffer] = field(default_factory=list)
     nbytes: int = 0
     records: int = 0
     #: The bytes read from the segment that every section lies in, uncompressed, at ``begins``;
@@ -44,7 +44,7 @@ class _Group:
     chunk: memoryview | None = None
     begins: list[int] = field(default_factory=list)
 
-    def add(self, position: int, header: BatchHeader, section: bytes | memoryview,
+    def add(self, position: int, header: BatchHeader, section: Buffer,
             chunk: memoryview | None = None, begin: int = 0) -> None:
         if not self.headers:
             self.chunk = chunk
@@ -110,6 +110,7 @@ class SliceReader:
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         group = _Group()
+        section: Buffer
         for position, header, section in self.batches:
             if header.is_control or header.records_count == 0:
                 continue

@@ -68,7 +68,7 @@ def rate_limit(begin: dict[TopicPartition, int], end: dict[TopicPartition, int],
     return {tp: begin.get(tp, end[tp]) + share[tp] for tp in end}
 
 
-class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
         self._available_now: dict[TopicPartition, int] | None = None

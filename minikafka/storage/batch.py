@@ -193,6 +193,7 @@ def _next_batch(records: Buffer, pos: int) -> int | None:
     remaining = len(records) - pos
     if remaining < LOG_OVERHEAD:
         return None
+    length: int
     (length,) = _INT32.unpack_from(records, pos + 8)
     if length < _MIN_LENGTH_FIELD:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"record batch length {length} is too small")

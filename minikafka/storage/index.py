@@ -42,7 +42,7 @@ def _read_file(path: Path) -> bytes:
         return f.read()
 
 
-def _increasing(values: array) -> bool:
+def _increasing(values: array[int]) -> bool:
     return all(map(operator.lt, values, values[1:]))
 
 

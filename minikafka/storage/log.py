@@ -41,11 +41,12 @@ from .batch import (
     set_log_append_time,
 )
 from .control import Marker, build_marker
+from .disk_format import offset_file_name
 from .log_loader import load
 from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateEntry, ProducerStateManager
 from .recompress import TOPIC_CODECS, recompress
 from .records import decode_records
-from .segment import LogSegment, offset_file_name
+from .segment import LogSegment
 from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -265,7 +266,7 @@ class PartitionLog:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
         if now_ms is None:
             now_ms = self._now_ms()
-        if batch.__class__ is not bytearray and (isinstance(batch, bytes) or batch.readonly):
+        if not isinstance(batch, bytearray) and (isinstance(batch, bytes) or batch.readonly):
             batch = bytearray(batch)
         s = self._settings
         size = len(batch)

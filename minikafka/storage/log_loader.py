@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from .batch import BatchHeader
 from .control import parse_marker
-from .disk_format import SEGMENT_INDEX_SUFFIXES, SEGMENT_LOG_NAME
+from .disk_format import SEGMENT_INDEX_SUFFIXES, SEGMENT_LOG_NAME, offset_file_name
 from .producer_state import ProducerStateManager
-from .segment import LogSegment, offset_file_name
+from .segment import LogSegment
 from .swap import complete_interrupted_swaps
 
 if TYPE_CHECKING:

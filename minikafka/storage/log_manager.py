@@ -34,6 +34,7 @@ from ..config import BrokerConfig, parse_topic_configs
 from ..errors import ErrorCode, KafkaError
 from ..startup_errors import DataDirError
 from . import checkpoints as ckpt
+from .atomic_files import atomic_write
 from .dir_lock import DataDirLock
 from .disk_format import PARTITION_DIR, parse_partition_dir_name, topic_name_error
 from .log import PartitionLog
@@ -205,7 +206,7 @@ class LogManager:
             {"name": t.name, "topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
             for t in sorted(topics.values(), key=lambda t: t.name)
         ]}
-        ckpt.atomic_write(self.data_dir / CATALOGUE, json.dumps(data, indent=1).encode())
+        atomic_write(self.data_dir / CATALOGUE, json.dumps(data, indent=1).encode())
 
     def _remove_stray_dirs(self) -> None:
         for child in self.data_dir.iterdir():

@@ -132,5 +132,6 @@ def build_batch(records: Sequence[tuple[int, bytes | None, bytes | None]], codec
 
 
 def batch_codec(batch: bytes | bytearray | memoryview) -> int:
+    attributes: int
     (attributes,) = _ATTRIBUTES.unpack_from(batch, ATTRIBUTES_OFFSET)
     return attributes & COMPRESSION_MASK

@@ -39,12 +39,13 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
     if not available():
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"no {name} library installed")
     try:
-        return decode(bytes(data))
+        decoded: bytes = decode(bytes(data))
+        return decoded
     except Exception as e:  # each library raises its own error types
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{name} data does not decompress: {e}") from e
 
 
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """Zig-zag varint/varlong at ``pos``: ``(value, next position)``; storage's one varint decoder.
 
     Most fields of a record (attributes, deltas, short lengths) take one or two bytes, decoded here
@@ -63,7 +64,7 @@ def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     return read_varint_loop(buf, pos)
 
 
-def read_varint_loop(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint_loop(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """:func:`read_varint` for three bytes and more: a byte at a time, checked."""
     result = shift = 0
     while True:

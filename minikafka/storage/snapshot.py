@@ -114,7 +114,7 @@ def list_snapshot_offsets(partition_dir: Path) -> list[int]:
 
 def remove_leftover_files(partition_dir: Path) -> list[str]:
     """Delete half-written temp snapshots and ``.snapshot.deleted`` files; return their names."""
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(partition_dir)
     except FileNotFoundError:

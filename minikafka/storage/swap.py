@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .atomic_files import fsync_dir
 from .batch import HEADER_SIZE, BatchHeader
-from .segment import offset_file_name
+from .disk_format import offset_file_name
 
 log = logging.getLogger(__name__)
 

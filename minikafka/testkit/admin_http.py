@@ -62,7 +62,7 @@ STOP_TIMEOUT = 0.5
 JSON_TYPE = "application/json"
 
 
-class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _ProtocolLog(logging.LoggerAdapter):
     """aiohttp's log of connections: a request it cannot parse (garbage, no Host header, a line too
     long) is a client's mistake, already answered 400, so it is logged at debug, not as an error
     with a traceback. The endpoint's own failures are logged by :meth:`AdminServer._handle`."""
@@ -91,7 +91,7 @@ class AdminServer:
         self.control = control
         self.host = host
         self.port = port
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
 
     @property
     def url(self) -> str:

@@ -188,6 +188,7 @@ class SplitRequest:
             kept_entries = []
             order: list[tuple[str, list[int] | None]] = []
             for entry in getattr(self.request, array) or []:
+                topic: str | None
                 if isinstance(entry, str):  # a plain topic name
                     topic, parrays, partitions = entry, [], []
                 else:

@@ -36,7 +36,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -314,7 +314,7 @@ def rule_specs(data: Any) -> list[dict[str, Any]]:
 
 
 #: ``crash(restart_after_ms)``: what the injector calls for the ``crash`` action
-CrashHook = Callable[[int | None], Awaitable[None]]
+CrashHook = Callable[[int | None], Coroutine[Any, Any, None]]
 
 
 class FaultInjector:

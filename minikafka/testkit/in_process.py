@@ -159,7 +159,9 @@ class MiniKafka:
         try:
             self._thread.start()
             self._thread_running = True
-            self._control = self._call(lambda: BrokerControl(self._thread.broker))
+            broker = self._thread.broker
+            assert broker is not None  # the thread's start returns once its broker is up
+            self._control = self._call(lambda: BrokerControl(broker))
             if self._initial_faults:
                 self.faults.add_all(self._initial_faults)
             if self._admin_port is not None:

@@ -52,7 +52,7 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 
 @dataclass(slots=True)
 class JoinResult:
-    error: ErrorCode
+    error: int  # an ErrorCode
     member_id: str
     generation_id: int = -1
     protocol_type: str | None = None

@@ -12,9 +12,9 @@ A plain file rewritten on each commit would be simpler but is not as safe (a rew
 groups per commit, or a second journal to get atomicity), and it would not let Kafka's tools
 read the offsets topic.
 
-Compaction: minikafka has no log cleaner, so the store compacts its own log the way every internal
-log does (:mod:`minikafka.broker.internal_log`), but never while transactional offsets are
-pending: they live only in their transactional batch until its marker decides them.
+Compaction: the log cleaner (:mod:`minikafka.storage.cleaner`) cleans the offsets log, and the
+store also compacts its own log the way every internal log does (:mod:`minikafka.broker.internal_log`),
+so replay stays short without the cleaner; never while transactional offsets are pending: they live only in their transactional batch until its marker decides them.
 
 Transactional offsets (TxnOffsetCommit): appended as one transactional batch with the producer's
 id and epoch, held pending per producer id and materialised into the committed offsets only when

@@ -59,10 +59,11 @@ class GroupOffsets:
     retention_ms: int
     retention_check_ms: int
     metadata_max_bytes: int
-    loop: asyncio.AbstractEventLoop
     _expiry_timer: asyncio.TimerHandle | None
 
     if TYPE_CHECKING:
+        @property
+        def loop(self) -> asyncio.AbstractEventLoop: ...
         def _now(self) -> int: ...
         def _check(self, group_id: str | None, allow_empty: bool) -> int | None: ...
         @staticmethod
@@ -153,6 +154,7 @@ class GroupOffsets:
         # The transaction must hold the group's offsets partition (AddOffsetsToTxn came first).
         verified = transactions.check_transactional_write(transactional_id, producer_id, producer_epoch,
                                                           (OFFSETS_TOPIC, 0))
+        code: int
         if verified != ErrorCode.NONE:
             if verified == ErrorCode.TRANSACTION_ABORTABLE:
                 code = ErrorCode.TRANSACTION_ABORTABLE if api_version >= 4 else ErrorCode.INVALID_TXN_STATE

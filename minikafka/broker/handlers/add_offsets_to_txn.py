@@ -15,6 +15,7 @@ from minikafka.errors import ErrorCode
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     version = ctx.api_version
     coordinator = ctx.services.transactions
+    error: int
     if request.group_id is None:
         error = ErrorCode.INVALID_GROUP_ID
     else:

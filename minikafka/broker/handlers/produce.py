@@ -46,7 +46,7 @@ class _NothingToAppend(Exception):
     """A v0-v2 message set without one complete message: Kafka appends nothing and answers NONE."""
 
 
-def _legacy_batch(records: bytes | None, partition_log: Any, now_ms: int) -> bytearray:
+def _legacy_batch(records: bytes | None, partition_log: Any, now_ms: int) -> bytearray | memoryview:
     """Produce v0-v2: a message set of format v0/v1 converted to one v2 batch; a v2 batch as is
     (Kafka takes v2 batches in these versions too)."""
     if is_v2_batch(records):
@@ -57,7 +57,7 @@ def _legacy_batch(records: bytes | None, partition_log: Any, now_ms: int) -> byt
     return batch
 
 
-def _verify_transactional(ctx: RequestContext, transactional_id: str | None, batch: bytearray,
+def _verify_transactional(ctx: RequestContext, transactional_id: str | None, batch: bytearray | memoryview,
                           tp: tuple[str, int], version: int) -> None:
     """A transactional batch is appended only while its producer's transaction is Ongoing at the
     coordinator with ``tp`` in it (checked in-process, so a late retry after an abort cannot open
@@ -76,7 +76,8 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
     if verdict == ErrorCode.PRODUCER_FENCED:
         raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH, f"producer {producer_id} epoch {epoch} is fenced")
     if verdict == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
-        raise KafkaError(verdict, f"producer {producer_id} is not the transactional id's producer")
+        raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                         f"producer {producer_id} is not the transactional id's producer")
     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the transaction is being completed; retry")
 
 
