@@ -107,7 +107,7 @@ _SERVE_OPTIONS: list[tuple[str, str, Any, Callable[[str], Any], str]] = [
 _SERVE_EPILOG = (
     "Every broker setting can also come from the environment: MINIKAFKA_ + its name in capitals with\n"
     "dots as underscores (MINIKAFKA_LOG_SEGMENT_BYTES=1048576); --config wins over the environment.\n"
-    "Any other MINIKAFKA_ variable stops the start (exit 2): a misspelt one would be ignored.\n"
+    "A MINIKAFKA_ variable minikafka does not read stops the start (exit 2): it would be a misspelt one.\n"
     "With listeners set (--config or MINIKAFKA_LISTENERS) the ports are the listeners': --port is\n"
     "refused, and MINIKAFKA_PORT (which the Docker image sets) is not used to listen.\n\n"
     "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
