@@ -9,7 +9,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from minikafka import __version__
-from minikafka.config import BrokerConfig, parse_settings, settings_from_env
+from minikafka.config import (
+    BrokerConfig,
+    parse_settings,
+    setting_variable,
+    settings_from_env,
+    unknown_variables,
+)
 from minikafka.startup_errors import (
     EXIT_CODES,
     BindError,
@@ -23,12 +29,18 @@ if TYPE_CHECKING:
     import logging
 
 
-def _env(name: str, default: Any = None) -> Any:
-    return os.environ.get(f"MINIKAFKA_{name}", default)
+def _env(variable: str, default: Any = None) -> Any:
+    return os.environ.get(variable, default)
 
 
 class _Parser(argparse.ArgumentParser):
-    """A bad command line gets one line (argparse would print the usage first) and exit 2."""
+    """A bad command line gets one line (argparse would print the usage first) and exit 2; it
+    points at the help of the sub-command it was for (``see minikafka serve --help``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: sub-command name -> its parser (filled by build_parser)
+        self.commands: dict[str, argparse.ArgumentParser] = {}
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
@@ -71,26 +83,33 @@ def _flag(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-#: ``serve`` options: flag, environment variable (MINIKAFKA_ + name), default, type, help. A flag
-#: left out falls back to its variable, then to the default (a variable set to "" counts as unset).
+#: ``serve`` options: flag, environment variable (listed in config.VARIABLES), default, type, help. A
+#: flag left out falls back to its variable, then to the default (a variable set to "" counts as unset).
 _SERVE_OPTIONS: list[tuple[str, str, Any, Callable[[str], Any], str]] = [
-    ("--host", "HOST", "127.0.0.1", str, "address to listen on; 0.0.0.0 listens on every interface"),
-    ("--port", "PORT", 9092, _port, "Kafka port; 0 picks a free port (the start-up line prints it)"),
-    ("--data-dir", "DATA_DIR", "./minikafka-data", str, "directory of the logs; created if missing"),
-    ("--node-id", "NODE_ID", 1, _node_id, "node id (recorded in <data-dir>/meta.properties)"),
-    ("--advertised-host", "ADVERTISED_HOST", None, str,
+    ("--host", "MINIKAFKA_HOST", "127.0.0.1", str, "address to listen on; 0.0.0.0 listens on every interface"),
+    ("--port", "MINIKAFKA_PORT", 9092, _port,
+     "Kafka port; 0 picks a free port (the start-up line prints it); refused with --config listeners, "
+     "which sets the ports"),
+    ("--data-dir", "MINIKAFKA_DATA_DIR", "./minikafka-data", str, "directory of the logs; created if missing"),
+    ("--node-id", "MINIKAFKA_NODE_ID", 1, _node_id, "node id (recorded in <data-dir>/meta.properties)"),
+    ("--advertised-host", "MINIKAFKA_ADVERTISED_HOST", None, str,
      "host clients are told to connect to (unset: --host, or 127.0.0.1 for 0.0.0.0)"),
-    ("--advertised-port", "ADVERTISED_PORT", None, _port, "port clients are told (unset: the listening port)"),
-    ("--log-level", "LOG_LEVEL", "INFO", _log_level, f"one of {', '.join(_LOG_LEVELS)}"),
-    ("--faults", "FAULTS", None, str, "fault-rule file (JSON or YAML) installed before the first request"),
-    ("--admin-port", "ADMIN_PORT", None, _port,
+    ("--advertised-port", "MINIKAFKA_ADVERTISED_PORT", None, _port,
+     "port clients are told (unset: the listening port)"),
+    ("--log-level", "MINIKAFKA_LOG_LEVEL", "INFO", _log_level, f"one of {', '.join(_LOG_LEVELS)}"),
+    ("--faults", "MINIKAFKA_FAULTS", None, str,
+     "fault-rule file (JSON or YAML) installed before the first request; a bad rule stops the start (exit 6)"),
+    ("--admin-port", "MINIKAFKA_ADMIN_PORT", None, _port,
      "serve the HTTP admin endpoint (faults, lifecycle, /metrics) on this port; 0 picks one (unset: no endpoint)"),
-    ("--admin-host", "ADMIN_HOST", None, str, "address of the admin endpoint (unset: --host)"),
+    ("--admin-host", "MINIKAFKA_ADMIN_HOST", None, str, "address of the admin endpoint (unset: --host)"),
 ]
 
 _SERVE_EPILOG = (
     "Every broker setting can also come from the environment: MINIKAFKA_ + its name in capitals with\n"
-    "dots as underscores (MINIKAFKA_LOG_SEGMENT_BYTES=1048576); --config wins over the environment.\n\n"
+    "dots as underscores (MINIKAFKA_LOG_SEGMENT_BYTES=1048576); --config wins over the environment.\n"
+    "A MINIKAFKA_ variable minikafka does not read stops the start (exit 2): it would be a misspelt one.\n"
+    "With listeners set (--config or MINIKAFKA_LISTENERS) the ports are the listeners': --port is\n"
+    "refused, and MINIKAFKA_PORT (which the Docker image sets) is not used to listen.\n\n"
     "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
 )
 
@@ -110,7 +129,7 @@ def _fail(code: int, message: str) -> NoReturn:
     raise SystemExit(code)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     parser = _Parser(prog="minikafka", description="A Kafka-compatible mini-broker.")
     parser.add_argument("--version", action="version", version=f"minikafka {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, env, default, kind, text in _SERVE_OPTIONS:
         shown = "unset" if default is None else default
         serve.add_argument(flag, type=kind, default=None, metavar=flag[2:].replace("-", "_").upper(),
-                           help=f"{text} [default: {shown}; env MINIKAFKA_{env}]")
+                           help=f"{text} [default: {shown}; env {env}]")
     serve.add_argument("--fsync", action="store_true", default=None,
                        help="fsync appends before acknowledging them [default: off; env MINIKAFKA_FSYNC=true]")
     serve.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
@@ -141,42 +160,83 @@ def build_parser() -> argparse.ArgumentParser:
     from minikafka.spark_export.upload import add_parser as add_upload_parser  # needs no pyarrow
 
     add_upload_parser(sub)
+    parser.commands = dict(sub.choices)
     return parser
 
 
-def _resolve_serve_options(args: argparse.Namespace) -> None:
-    """Fill the flags left out from their MINIKAFKA_* variables, then from the defaults."""
+def _refuse_unknown_variables() -> None:
+    """A MINIKAFKA_ variable that nothing reads is a misspelt one: refuse it, as --config refuses
+    an unknown setting, rather than start without it."""
+    unknown = unknown_variables()
+    if not unknown:
+        return
+    named = [f"{name}: unknown environment variable" + (f"; did you mean {' or '.join(close)}?" if close else "")
+             for name, close in unknown.items()]
+    _fail(ConfigError.exit_code, "; ".join(named) + " (a broker setting's is MINIKAFKA_ + its name in capitals, "
+                                                    "dots as underscores; see minikafka serve --help)")
+
+
+def _resolve_serve_options(args: argparse.Namespace) -> dict[str, str]:
+    """Fill the flags left out from their MINIKAFKA_* variables, then from the defaults. Returns
+    where each option given came from (``port`` -> ``--port`` or ``MINIKAFKA_PORT``)."""
+    sources: dict[str, str] = {}
     for flag, env, default, kind, _text in _SERVE_OPTIONS:
         dest = flag[2:].replace("-", "_")
         if getattr(args, dest) is not None:
+            sources[dest] = flag
             continue
         raw = _env(env, "")
         try:
             setattr(args, dest, kind(raw) if raw != "" else default)
         except argparse.ArgumentTypeError as exc:
-            _fail(ConfigError.exit_code, f"MINIKAFKA_{env}: {exc}")
+            _fail(ConfigError.exit_code, f"{env}: {exc}")
+        if raw != "":
+            sources[dest] = env
     if args.fsync is None:
         try:
-            args.fsync = _flag(_env("FSYNC", ""))
+            args.fsync = _flag(_env("MINIKAFKA_FSYNC", ""))
         except argparse.ArgumentTypeError as exc:
             _fail(ConfigError.exit_code, f"MINIKAFKA_FSYNC: {exc}")
+    return sources
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
+def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
     """Environment settings overridden by --config, each checked on its own so that the message
-    names where a bad one came from."""
+    names where a bad one came from; and where each came from (``--config NAME`` or its variable)."""
     from_env = settings_from_env()
     for name, value in from_env.items():
         try:
             parse_settings({name: value})
         except ConfigError as exc:
-            _fail(exc.exit_code, f"MINIKAFKA_{name.upper().replace('.', '_')}: {exc}")
+            _fail(exc.exit_code, f"{setting_variable(name)}: {exc}")
     from_cli = _parse_kv(args.config)
     try:
         parse_settings(from_cli)
     except ConfigError as exc:
         _fail(exc.exit_code, f"--config {exc}")
-    return {**from_env, **from_cli}
+    sources = {**{name: setting_variable(name) for name in from_env}, **{name: f"--config {name}" for name in from_cli}}
+    return {**from_env, **from_cli}, sources
+
+
+def _check_port_and_listeners(config: BrokerConfig, port_source: str | None, listeners_source: str) -> None:
+    """With ``listeners`` set, Kafka binds the listeners' ports and so does minikafka: a --port
+    beside them would be ignored, so it is refused. MINIKAFKA_PORT is not refused (the Docker image
+    sets it for every container); it is only warned about when no listener has its port, because
+    ``minikafka ping`` and the image's health check knock on that port."""
+    import logging
+
+    from minikafka.broker.listeners import parse_listeners
+
+    listeners = str(config.get("listeners")).strip()
+    if port_source == "--port":
+        _fail(ConfigError.exit_code, f"--port {config.port}: not used with {listeners_source}={listeners}, "
+                                     "which sets the ports (as in Kafka): give one or the other")
+    ports = sorted({listener.port for listener in parse_listeners(config)})
+    if port_source is not None and config.port not in ports:
+        logging.getLogger("minikafka.cli").warning(
+            "%s=%d is not used: %s sets the ports (%s); minikafka ping and the Docker image's health check "
+            "use %s, so set it to the port of a PLAINTEXT listener", port_source, config.port, listeners_source,
+            ", ".join(map(str, ports)), port_source)
 
 
 def _surviving_log_handler() -> logging.Handler:
@@ -215,9 +275,10 @@ def _write_line(stream: Any, line: str) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    _resolve_serve_options(args)
-    settings = _settings(args)
-    if _env("EAGER_IMPORTS", "").lower() not in ("1", "true"):  # the escape hatch, and a baseline for the bench
+    _refuse_unknown_variables()
+    sources = _resolve_serve_options(args)
+    settings, setting_sources = _settings(args)
+    if _env("MINIKAFKA_EAGER_IMPORTS", "").lower() not in ("1", "true"):  # the escape hatch, and a baseline for the bench
         from minikafka import _kafka_codec
 
         _kafka_codec.defer_codec_packages()  # start-up time: load only what the broker uses (see the module)
@@ -241,10 +302,12 @@ def serve(args: argparse.Namespace) -> int:
             fsync=args.fsync,
             settings=settings,
         )
+        if str(config.get("listeners")).strip():
+            _check_port_and_listeners(config, sources.get("port"), setting_sources["listeners"])
     except ConfigError as exc:
         _fail(exc.exit_code, str(exc))
 
-    fault_specs = _load_faults(args.faults)
+    fault_specs = _load_faults(args.faults, sources.get("faults", "--faults"))
     wants_control = args.admin_port is not None or bool(fault_specs)
 
     async def main() -> None:
@@ -256,9 +319,13 @@ def serve(args: argparse.Namespace) -> int:
         control = admin = None
         if wants_control:
             from minikafka.testkit.control import BrokerControl
+            from minikafka.testkit.faults import FaultRuleError
 
             control = BrokerControl(broker)  # installs the fault interceptor before the first request
-            control.faults.add_all(fault_specs)
+            try:
+                control.faults.add_all(fault_specs)  # _load_faults checked them; this is what only a broker can
+            except FaultRuleError as exc:
+                raise FaultFileError(f"{_faults_name(sources.get('faults', '--faults'), args.faults)}: {exc}") from None
         if control is not None and args.admin_port is not None:
             from minikafka.testkit.admin_http import AdminServer
 
@@ -302,18 +369,24 @@ def _for_the_command_line(exc: StartupError, args: argparse.Namespace) -> str:
     return str(exc)
 
 
-def _load_faults(path: str | None) -> list[dict[str, Any]]:
+def _faults_name(source: str, path: str) -> str:
+    """``--faults rules.yaml`` or ``MINIKAFKA_FAULTS=rules.yaml``: the file as the user named it."""
+    return f"{source}={path}" if source.startswith("MINIKAFKA_") else f"{source} {path}"
+
+
+def _load_faults(path: str | None, source: str) -> list[dict[str, Any]]:
+    """The rules of the fault file, every one checked (fields, API names and keys, ids) before the
+    broker starts: a bad rule is one line naming the file and the rule, and exit 6."""
     if not path:
         return []
-    from minikafka.testkit.faults import FaultRule, FaultRuleError, load_rules
+    from minikafka.testkit.fault_files import FaultFileRuleError, load_rules
 
     try:
-        specs = load_rules(path)
-        for spec in specs:
-            FaultRule.from_dict(spec)  # fail before the broker starts, not at the first request
-    except (OSError, FaultRuleError) as exc:
-        _fail(FaultFileError.exit_code, f"--faults {path}: {exc}")
-    return specs
+        return load_rules(path)
+    except FaultFileRuleError as exc:
+        _fail(FaultFileError.exit_code, f"{_faults_name(source, path)}: {exc.detail}")
+    except OSError as exc:
+        _fail(FaultFileError.exit_code, f"{_faults_name(source, path)}: cannot read it: {exc.strerror or exc}")
 
 
 def ping(args: argparse.Namespace) -> int:
@@ -364,19 +437,22 @@ def _ping_address(args: argparse.Namespace) -> tuple[str, int]:
         except argparse.ArgumentTypeError:
             _fail(ConfigError.exit_code, f"ping {address!r}: expected HOST:PORT with a port from 0 to 65535, "
                                          "e.g. 127.0.0.1:9092")
-    host = args.host or _env("HOST", "") or "127.0.0.1"
+    host = args.host or _env("MINIKAFKA_HOST", "") or "127.0.0.1"
     if host in ("0.0.0.0", "::"):  # a broker listening everywhere: loopback reaches it
         host = "127.0.0.1"
     if args.port is not None:
         return host, args.port
     try:
-        return host, _port(_env("PORT", "") or "9092")
+        return host, _port(_env("MINIKAFKA_PORT", "") or "9092")
     except argparse.ArgumentTypeError as exc:
-        _fail(ConfigError.exit_code, f"MINIKAFKA_PORT={_env('PORT')!r}: {exc}")
+        _fail(ConfigError.exit_code, f"MINIKAFKA_PORT: {exc}")  # the message quotes the value
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unrecognized = parser.parse_known_args(argv)
+    if unrecognized:  # argparse would blame the top-level parser: point at the sub-command's help
+        parser.commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unrecognized)}")
     if args.command == "serve":
         return serve(args)
     if args.command == "ping":

@@ -262,14 +262,50 @@ def _checked(name: str, value: Any) -> Any:
     return value
 
 
+#: Every MINIKAFKA_ variable read by minikafka, its image or its build scripts, besides the broker
+#: settings' own (:func:`setting_variable`): variable -> what reads it. ``minikafka serve`` refuses
+#: any other MINIKAFKA_ variable, which is almost always a misspelt one that would be ignored.
+VARIABLES: dict[str, str] = {
+    "MINIKAFKA_HOST": "serve --host; ping's default host; set by the Docker image",
+    "MINIKAFKA_PORT": "serve --port; ping's default port (the image's health check); set by the Docker image",
+    "MINIKAFKA_DATA_DIR": "serve --data-dir; set by the Docker image",
+    "MINIKAFKA_NODE_ID": "serve --node-id",
+    "MINIKAFKA_ADVERTISED_HOST": "serve --advertised-host",
+    "MINIKAFKA_ADVERTISED_PORT": "serve --advertised-port",
+    "MINIKAFKA_LOG_LEVEL": "serve --log-level",
+    "MINIKAFKA_FAULTS": "serve --faults",
+    "MINIKAFKA_ADMIN_PORT": "serve --admin-port; set by the Docker image",
+    "MINIKAFKA_ADMIN_HOST": "serve --admin-host",
+    "MINIKAFKA_FSYNC": "serve --fsync",
+    "MINIKAFKA_EAGER_IMPORTS": "serve: import the codec packages at start (bench/startup.py's baseline)",
+    "MINIKAFKA_BASE_IMAGE": "tests/container/build_image.sh and tests/test_docker.py: the image's base",
+    "MINIKAFKA_IMAGE": "tests/container/build_image.sh: the tag of the image it builds",
+    "MINIKAFKA_CI_CACHE": "tests/container/build_image.sh: where it caches the base image",
+}
+
+
+def setting_variable(name: str) -> str:
+    """The environment variable of a broker setting: ``log.segment.bytes`` -> ``MINIKAFKA_LOG_SEGMENT_BYTES``."""
+    return "MINIKAFKA_" + name.upper().replace(".", "_")
+
+
 def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``MINIKAFKA_LOG_SEGMENT_BYTES`` -> ``log.segment.bytes`` for every known broker setting."""
     environ = os.environ if environ is None else environ
-    out: dict[str, str] = {}
-    for name in BROKER_DEFAULTS:
-        key = "MINIKAFKA_" + name.upper().replace(".", "_")
-        if key in environ:
-            out[name] = environ[key]
+    return {name: environ[setting_variable(name)] for name in BROKER_DEFAULTS if setting_variable(name) in environ}
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """The MINIKAFKA_ variables of ``environ`` that nothing reads, each with the known ones closest
+    to it (compared without the common prefix, which would make every name look close)."""
+    environ = os.environ if environ is None else environ
+    known = [name.removeprefix("MINIKAFKA_") for name in
+             [*VARIABLES, *(setting_variable(setting) for setting in BROKER_DEFAULTS)]]
+    out: dict[str, list[str]] = {}
+    for variable in sorted(environ):
+        if variable.startswith("MINIKAFKA_") and variable.removeprefix("MINIKAFKA_") not in known:
+            close = difflib.get_close_matches(variable.removeprefix("MINIKAFKA_"), known, n=3)
+            out[variable] = ["MINIKAFKA_" + name for name in close]
     return out
 
 

@@ -79,10 +79,22 @@ REFUSED_STARTS = {
                                                     ["--host 1.2.3.4", "not an address of this machine"]),
     "host that does not resolve": (["--port", "0", "--host", "no-such-host.invalid"], {}, 3,
                                    ["--host no-such-host.invalid", "unknown host"]),
-    "TLS listener without key material": (["--port", "0", "--config", "listeners=SSL://127.0.0.1:0"], {}, 5,
+    "TLS listener without key material": (["--config", "listeners=SSL://127.0.0.1:0"], {}, 5,
                                           ["listener SSL", "ssl.keystore.location"]),
+    "misspelt setting in the environment": (["--port", "0"], {"MINIKAFKA_NUM_PARTITION": "3"}, 2,
+                                            ["MINIKAFKA_NUM_PARTITION: unknown environment variable",
+                                             "did you mean MINIKAFKA_NUM_PARTITIONS?"]),
+    "misspelt serve variable": (["--port", "0"], {"MINIKAFKA_PROT": "9100"}, 2,
+                                ["MINIKAFKA_PROT: unknown environment variable", "did you mean MINIKAFKA_PORT?"]),
+    "unknown variable": (["--port", "0"], {"MINIKAFKA_WIBBLE": "1"}, 2,
+                         ["MINIKAFKA_WIBBLE: unknown environment variable", "minikafka serve --help"]),
+    "--port beside listeners": (["--port", "9200", "--config", "listeners=PLAINTEXT://127.0.0.1:9100"], {}, 2,
+                                ["--port 9200", "--config listeners=PLAINTEXT://127.0.0.1:9100", "one or the other"]),
+    "--port beside listeners from the environment": (
+        ["--port", "9200"], {"MINIKAFKA_LISTENERS": "PLAINTEXT://127.0.0.1:9100"}, 2,
+        ["--port 9200", "MINIKAFKA_LISTENERS=PLAINTEXT://127.0.0.1:9100", "one or the other"]),
     "SASL users file that is missing": (
-        ["--port", "0", "--config", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+        ["--config", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
          "--config", "minikafka.sasl.users.file=/nonexistent/users.json"], {}, 5,
         ["minikafka.sasl.users.file", "/nonexistent/users.json"]),
 }
@@ -165,6 +177,132 @@ def test_a_bad_faults_file_has_its_own_exit_code(tmp_path: Path) -> None:
     assert result.returncode == 6
     assert "--faults" in one_line(result)
     assert not (tmp_path / "data").exists()
+
+
+# file name, its text, fragments of the one line after "--faults PATH: " (or "MINIKAFKA_FAULTS=PATH: ")
+BAD_FAULT_FILES = {
+    "misspelt API name": ("faults.yaml", "- action: close\n- action: close\n  api: Prodcue\n",
+                          ["rule 2", "unknown API 'Prodcue'", "did you mean Produce?"]),
+    "unknown API key": ("faults.yaml", "rules:\n  - id: ninety-nine\n    action: close\n    api: 99\n",
+                        ["rule 1 (id 'ninety-nine')", "does not serve API key 99", "0-3"]),
+    "YAML that does not parse": ("faults.yaml", "- action: close\n  api: [Produce\n",
+                                 ["not valid YAML", "expected ',' or ']'", "line 3"]),
+    "two rules with one id": ("faults.json", '[{"id": "a", "action": "close"}, {"id": "a", "action": "close"}]',
+                              ["rule 2 (id 'a')", "exists already"]),
+    "a rule that is not an object": ("faults.json", '[{"action": "close"}, "close"]',
+                                     ["rule 2", "expected an object"]),
+}
+
+
+@pytest.mark.parametrize("given", ["--faults", "MINIKAFKA_FAULTS"])
+@pytest.mark.parametrize("case", list(BAD_FAULT_FILES))
+def test_a_bad_rule_file_is_one_line_naming_the_file_and_the_rule_with_exit_6(
+        case: str, given: str, tmp_path: Path) -> None:
+    name, text, fragments = BAD_FAULT_FILES[case]
+    rules = tmp_path / name
+    rules.write_text(text)
+    flag = ["--faults", str(rules)] if given == "--faults" else []
+    env = {"MINIKAFKA_FAULTS": str(rules)} if given == "MINIKAFKA_FAULTS" else {}
+    result = run_cli("serve", "--port", "0", "--data-dir", str(tmp_path / "data"), *flag, env=env)
+    line = one_line(result)
+    assert result.returncode == 6, (result.returncode, line)
+    named = f"--faults {rules}: " if given == "--faults" else f"MINIKAFKA_FAULTS={rules}: "
+    assert line.startswith(f"minikafka: {named}"), line
+    for fragment in fragments:
+        assert fragment in line, (fragment, line)
+    assert not (tmp_path / "data").exists()
+
+
+def test_every_variable_the_project_reads_is_accepted_by_serve(tmp_path: Path) -> None:
+    from minikafka.config import VARIABLES
+
+    rules = tmp_path / "faults.json"
+    rules.write_text('[{"action": "close", "api": "DescribeCluster"}]')
+    values = {
+        "MINIKAFKA_HOST": "127.0.0.1", "MINIKAFKA_PORT": "0", "MINIKAFKA_DATA_DIR": str(tmp_path / "data"),
+        "MINIKAFKA_NODE_ID": "3", "MINIKAFKA_ADVERTISED_HOST": "127.0.0.1", "MINIKAFKA_ADVERTISED_PORT": "",
+        "MINIKAFKA_LOG_LEVEL": "WARNING", "MINIKAFKA_FAULTS": str(rules), "MINIKAFKA_ADMIN_PORT": "0",
+        "MINIKAFKA_ADMIN_HOST": "127.0.0.1", "MINIKAFKA_FSYNC": "false", "MINIKAFKA_EAGER_IMPORTS": "0",
+        "MINIKAFKA_BASE_IMAGE": "localhost/ci/debian-python:bookworm", "MINIKAFKA_IMAGE": "localhost/minikafka:test",
+        "MINIKAFKA_CI_CACHE": str(tmp_path / "cache"), "MINIKAFKA_NUM_PARTITIONS": "2",
+    }
+    assert set(VARIABLES) <= set(values), set(VARIABLES) - set(values)  # a new variable gets a value here
+    served = start_serve(tmp_path, env=values)
+    try:
+        assert ping("--port", str(served.port)).returncode == 0
+    finally:
+        stderr = stop_serve(served)
+    assert stderr == ""
+    assert "node.id=3" in (tmp_path / "data" / "meta.properties").read_text()
+
+
+def test_every_minikafka_variable_named_in_the_project_is_in_the_table() -> None:
+    """Code, image, scripts and docs name no MINIKAFKA_ variable that serve would refuse."""
+    import io
+    import re
+    import tokenize
+
+    from minikafka.config import BROKER_DEFAULTS, VARIABLES, setting_variable
+
+    known = set(VARIABLES) | {setting_variable(name) for name in BROKER_DEFAULTS}
+    name = re.compile(r"MINIKAFKA_[A-Z0-9_]*[A-Z0-9]")
+    named: dict[str, str] = {}
+    paths = [*ROOT.glob("minikafka/**/*.py"), *ROOT.glob("pyspark_minikafka/**/*.py"), *ROOT.glob("bench/*.py"),
+             ROOT / "Dockerfile", *ROOT.glob("tests/container/*"), ROOT / "README.md", *ROOT.glob("docs/*.md")]
+    for path in paths:
+        text = path.read_text()
+        if path.suffix == ".py":  # only strings: a Python name such as snapshot.MINIKAFKA_VERSION is no variable
+            text = " ".join(tok.string for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+                            if tok.type == tokenize.STRING)
+        named.update({found: str(path.relative_to(ROOT)) for found in name.findall(text)})
+    assert {"MINIKAFKA_PORT", "MINIKAFKA_CI_CACHE", "MINIKAFKA_EAGER_IMPORTS"} <= set(named)  # the scan sees them
+    assert {found: where for found, where in named.items() if found not in known} == {}
+
+
+def test_port_from_the_environment_beside_listeners_starts_on_the_listeners_port(tmp_path: Path) -> None:
+    # The Docker image sets MINIKAFKA_PORT=9092 for every container: a user's listeners must still start.
+    listeners = "--config", "listeners=PLAINTEXT://127.0.0.1:0"
+    served = start_serve(tmp_path, *listeners, env={"MINIKAFKA_PORT": "9092"})
+    try:
+        assert served.port != 9092
+        assert ping("--port", str(served.port)).returncode == 0
+    finally:
+        stderr = stop_serve(served)
+    warning = [line for line in stderr.splitlines() if "MINIKAFKA_PORT" in line]
+    assert len(warning) == 1 and "MINIKAFKA_PORT=9092 is not used" in warning[0], stderr
+    assert "--config listeners sets the ports" in warning[0] and "health check" in warning[0]
+
+
+def test_an_unknown_option_points_at_the_sub_commands_help() -> None:
+    result = run_cli("serve", "--prot", "1")
+    assert result.returncode == 2
+    assert one_line(result) == "minikafka serve: unrecognized arguments: --prot 1 (see minikafka serve --help)"
+
+
+def test_a_bad_port_variable_for_ping_is_one_line_quoting_the_value_once() -> None:
+    result = run_cli("ping", env={"MINIKAFKA_PORT": "abc"})
+    assert result.returncode == 2
+    line = one_line(result)
+    assert line.startswith("minikafka: MINIKAFKA_PORT: ") and "from 0 to 65535" in line
+    assert line.count("abc") == 1, line
+
+
+def test_a_crash_and_restart_in_process_logs_one_summary_line(tmp_path: Path) -> None:
+    # MiniKafka outside pytest (a script): Python's last-resort handler prints WARNING and above.
+    script = f"""
+from minikafka.testkit import MiniKafka
+with MiniKafka(data_dir={str(tmp_path / "data")!r}) as kafka:
+    for topic in ("a", "b", "c"):
+        kafka.create_topic(topic, partitions=3)
+    kafka.restart(clean=False)
+    assert kafka.topics() == {{"a": 3, "b": 3, "c": 3}}
+"""
+    result = subprocess.run([sys.executable, "-W", "ignore::DeprecationWarning", "-c", script],
+                            capture_output=True, text=True, timeout=120, env=cli_env())
+    assert result.returncode == 0, result.stderr
+    line = one_line(result)
+    assert f"loaded 11 partition(s) of 5 topic(s) from {tmp_path / 'data'}" in line, line
+    assert "UNCLEAN shutdown" in line
 
 
 def test_help_lists_every_exit_code_and_a_default_for_every_serve_flag() -> None:
@@ -261,10 +399,15 @@ class Served:
         self.process, self.port = process, port
 
 
-def start_serve(tmp_path: Path, *extra: str) -> Served:
-    process = subprocess.Popen([str(MINIKAFKA), "serve", "--port", "0", "--data-dir", str(tmp_path / "data"),
-                                "--log-level", "WARNING", *extra],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+def start_serve(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> Served:
+    """``minikafka serve --port 0 --data-dir tmp_path/data --log-level WARNING``, less the flags
+    whose variable ``env`` sets."""
+    env = env or {}
+    defaults = {"MINIKAFKA_PORT": ["--port", "0"], "MINIKAFKA_DATA_DIR": ["--data-dir", str(tmp_path / "data")],
+                "MINIKAFKA_LOG_LEVEL": ["--log-level", "WARNING"]}
+    options = [arg for variable, flag in defaults.items() if variable not in env for arg in flag]
+    process = subprocess.Popen([str(MINIKAFKA), "serve", *options, *extra],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(**env))
     assert process.stdout is not None
     line = process.stdout.readline()  # the readiness line, or EOF if serve exits
     if not line.startswith("minikafka listening on "):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -362,6 +363,8 @@ def test_invalid_rules_are_refused_with_a_reason(minikafka: MiniKafka) -> None:
         ({"action": "close", "trigger": "nth", "n": 0}, "positive integer"),
         ({"action": "error_before", "error": "NO_SUCH_ERROR"}, "unknown error code"),
         ({"action": "close", "api": "Frobnicate"}, "unknown API"),
+        ({"action": "close", "api": "Prodcue"}, "unknown API 'Prodcue'; did you mean Produce\\?"),
+        ({"action": "close", "api": 99}, "does not serve API key 99"),
         ({"action": "delay"}, "delay_ms > 0"),
         ({"action": "close", "colour": "red"}, "unknown rule field"),
         ({"action": "drop_response", "mode": "sometimes"}, "mode must be"),
@@ -404,3 +407,33 @@ def test_a_list_of_rules_is_added_whole_or_not_at_all(minikafka: MiniKafka) -> N
     added = minikafka.faults.add_all([{"action": "close", "id": "r1"}, {"action": "close"}])
     assert [r.id for r in minikafka.faults.rules] == ["taken", "r1", added[1].id]
     assert added[1].id not in ("taken", "r1")
+
+
+def test_a_rule_file_is_checked_whole_and_its_errors_are_fault_rule_errors(tmp_path: Path) -> None:
+    from minikafka.testkit import FaultFileRuleError, FaultRuleError, load_rules
+
+    good = tmp_path / "good.yaml"
+    good.write_text("rules:\n  - action: close\n    api: [produce, 1]\n")
+    assert load_rules(good) == [{"action": "close", "api": ["produce", 1]}]
+    for name, text, reason in [
+        ("typo.yaml", "- action: close\n- action: close\n  api: Prodcue\n",
+         r"typo.yaml: rule 2: unknown API 'Prodcue'; did you mean Produce\?"),
+        ("key.json", '{"action": "close", "api": 99}', "key.json: rule 1: minikafka does not serve API key 99"),
+        ("broken.yaml", "- action: close\n  api: [Produce\n", r"broken.yaml: not valid YAML: .*\(line 3, column 1\)"),
+        ("broken.json", "[{", "broken.json: not valid JSON"),
+    ]:
+        (tmp_path / name).write_text(text)
+        with pytest.raises(FaultFileRuleError, match=reason) as raised:
+            load_rules(tmp_path / name)
+        assert isinstance(raised.value, FaultRuleError) and raised.value.path == str(tmp_path / name)
+    with pytest.raises(FileNotFoundError):
+        load_rules(tmp_path / "missing.yaml")
+
+
+def test_a_broker_given_a_bad_rule_does_not_start(tmp_path: Path) -> None:
+    from minikafka.testkit.faults import FaultRuleError
+
+    kafka = MiniKafka(data_dir=tmp_path / "data", faults=[{"action": "close"}, {"action": "close", "api": "Fecth"}])
+    with pytest.raises(FaultRuleError, match="rule 2: unknown API 'Fecth'; did you mean Fetch\\?"):
+        kafka.start()
+    assert not kafka.running

@@ -69,7 +69,10 @@ def _open_and_recover(plog: PartitionLog, bases: list[int], segments: list[LogSe
                                       revalidate=i >= first_unflushed)
         segments.append(seg)
         if reason is not None:
-            log.warning("%s: rebuilding segment %d: %s", plog.name, base, reason)
+            # Re-validating after a crash is routine (LogManager.load sums it up in one line per data
+            # dir); an index found unusable is not, and is a warning of its own.
+            log.log(logging.DEBUG if i >= first_unflushed else logging.WARNING,
+                    "%s: rebuilding segment %d: %s", plog.name, base, reason)
             recovered.add(base)
             if _recover_segment(plog, seg):
                 _delete_files_of_later_segments(plog, bases[i + 1:], f"segment {base} was truncated")

@@ -1,6 +1,6 @@
 """The test kit: what minikafka offers its users' tests on top of the broker.
 
-Fault rules (:mod:`.faults`, :mod:`.fault_messages`), lifecycle control (:mod:`.control`: crash,
+Fault rules (:mod:`.faults`, :mod:`.fault_messages`, rule files in :mod:`.fault_files`), lifecycle control (:mod:`.control`: crash,
 start again, roll a segment, expire producers), the HTTP admin endpoint (:mod:`.admin_http`),
 the in-process broker :class:`MiniKafka` (:mod:`.in_process`) and the pytest fixtures
 (:mod:`.pytest_plugin`).
@@ -23,8 +23,10 @@ from typing import Any
 #: this package) at start-up, before warnings filters apply and in every run that never starts a broker
 _EXPORTS = {
     "FaultRule": "minikafka.testkit.faults",
+    "FaultFileRuleError": "minikafka.testkit.fault_files",
     "FaultRuleError": "minikafka.testkit.faults",
     "Faults": "minikafka.testkit.in_process",
+    "load_rules": "minikafka.testkit.fault_files",
     "MiniKafka": "minikafka.testkit.in_process",
     "Record": "minikafka.testkit.in_process",
     "scratch_dir": "minikafka.testkit.in_process",

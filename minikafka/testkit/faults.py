@@ -31,14 +31,13 @@ it fired.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import fnmatch
 import itertools
-import json
 import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.context import CloseConnection, RequestContext
@@ -282,24 +281,6 @@ def _error_name(code: int) -> str:
         return str(code)
 
 
-def load_rules(path: str | Path) -> list[dict[str, Any]]:
-    """Rule specs from a JSON or YAML file: a list of rules, or ``{"rules": [...]}``."""
-    path = Path(path)
-    text = path.read_text()
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise FaultRuleError(f"{path}: reading YAML needs PyYAML (pip install pyyaml)") from None
-        data = yaml.safe_load(text)
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FaultRuleError(f"{path}: not valid JSON: {exc}") from None
-    return rule_specs(data)
-
-
 def rule_specs(data: Any) -> list[dict[str, Any]]:
     """Normalise a rule, a list of rules or ``{"rules": [...]}`` to a list of rule specs."""
     if data is None:
@@ -308,9 +289,72 @@ def rule_specs(data: Any) -> list[dict[str, Any]]:
         data = data["rules"]
     if isinstance(data, Mapping):
         return [dict(data)]
-    if isinstance(data, list) and all(isinstance(item, Mapping) for item in data):
+    if isinstance(data, list):
+        for position, item in enumerate(data, 1):
+            if not isinstance(item, Mapping):
+                raise FaultRuleError(f"rule {position}: expected an object with an action, got {item!r}")
         return [dict(item) for item in data]
     raise FaultRuleError("expected a rule object, a list of rules or {\"rules\": [...]}")
+
+
+def check_rules(specs: Iterable[FaultRule | Mapping[str, Any]], api_table: Mapping[int, ApiSpec],
+                taken_ids: Iterable[str] = (), label_each: bool = False) -> list[tuple[FaultRule, frozenset[int]]]:
+    """Build and check rules in order: fields, API names and keys (against ``api_table``) and ids
+    (unique, and not in ``taken_ids``). Returns each rule with the API keys it matches; the first
+    bad rule raises :class:`FaultRuleError`, which names its position (rule 1 is the first) and id
+    when ``label_each`` or when there is more than one rule."""
+    specs = list(specs)
+    taken = set(taken_ids)
+    checked = []
+    for position, spec in enumerate(specs, 1):
+        try:
+            rule = spec if isinstance(spec, FaultRule) else FaultRule.from_dict(spec)
+            if rule.action not in ACTIONS:
+                raise FaultRuleError(f"unknown action {rule.action!r}")
+            checked.append((rule, resolve_apis(rule.api, api_table)))
+            if rule.id:
+                if rule.id in taken:
+                    raise FaultRuleError(f"a rule with id {rule.id!r} exists already")
+                taken.add(rule.id)
+        except FaultRuleError as exc:
+            if not (label_each or len(specs) > 1):
+                raise
+            rule_id = spec.id if isinstance(spec, FaultRule) else spec.get("id") if isinstance(spec, Mapping) else None
+            label = f"rule {position}" + (f" (id {rule_id!r})" if rule_id else "")
+            raise FaultRuleError(f"{label}: {exc}") from None
+    return checked
+
+
+def resolve_apis(apis: list[int | str], api_table: Mapping[int, ApiSpec]) -> frozenset[int]:
+    """The API keys a rule's ``api`` names (``Produce``, ``produce``, ``ProduceRequest`` or ``0``);
+    a key minikafka does not serve or an unknown name (with the close ones) is a FaultRuleError."""
+    by_name = {spec.name.lower(): key for key, spec in api_table.items()}
+    keys = set()
+    for api in apis:
+        if isinstance(api, int):
+            if api not in api_table:
+                raise FaultRuleError(f"minikafka does not serve API key {api} (it serves {_key_ranges(api_table)})")
+            keys.add(api)
+            continue
+        key = by_name.get(api.strip().lower().removesuffix("request"))
+        if key is None:
+            names = {spec.name.lower(): spec.name for spec in api_table.values()}
+            close = [names[n] for n in difflib.get_close_matches(api.strip().lower(), list(names), n=3)]
+            hint = f"did you mean {' or '.join(close)}?" if close else f"known: {', '.join(sorted(names.values()))}"
+            raise FaultRuleError(f"unknown API {api!r}; {hint}")
+        keys.add(key)
+    return frozenset(keys)
+
+
+def _key_ranges(api_table: Mapping[int, ApiSpec]) -> str:
+    """``0-3, 8-12, 18`` for the keys of ``api_table``."""
+    runs: list[list[int]] = []
+    for key in sorted(api_table):
+        if runs and key == runs[-1][-1] + 1:
+            runs[-1].append(key)
+        else:
+            runs.append([key])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
 #: ``crash(restart_after_ms)``: what the injector calls for the ``crash`` action
@@ -337,20 +381,11 @@ class FaultInjector:
 
     def add_all(self, specs: Iterable[FaultRule | Mapping[str, Any]]) -> list[FaultRule]:
         """Add several rules, in order; none is added if one of them is invalid."""
-        staged = [s if isinstance(s, FaultRule) else FaultRule.from_dict(s) for s in specs]
-        taken = {r.id for r in self._rules}
-        keys = []
-        for rule in staged:
-            if rule.action not in ACTIONS:
-                raise FaultRuleError(f"unknown action {rule.action!r}")
-            if rule.action == "crash" and self.crash_hook is None:
-                raise FaultRuleError("this broker has no lifecycle control: crash rules cannot be used")
-            keys.append(self._resolve_apis(rule.api))
-            if rule.id:
-                if rule.id in taken:
-                    raise FaultRuleError(f"a rule with id {rule.id!r} exists already")
-                taken.add(rule.id)
-        for rule, api_keys in zip(staged, keys, strict=True):
+        checked = check_rules(specs, self.broker.api_table, (r.id for r in self._rules))
+        if self.crash_hook is None and any(rule.action == "crash" for rule, _keys in checked):
+            raise FaultRuleError("this broker has no lifecycle control: crash rules cannot be used")
+        taken = {r.id for r in self._rules} | {rule.id for rule, _keys in checked}
+        for rule, api_keys in checked:
             while not rule.id:
                 candidate = f"r{next(self._ids)}"
                 if candidate not in taken:
@@ -359,7 +394,7 @@ class FaultInjector:
             self._rules.append(rule)
             self._api_keys[rule.id] = api_keys
             log.info("fault rule %s added: %s", rule.id, rule.to_dict())
-        return staged
+        return [rule for rule, _keys in checked]
 
     def get(self, rule_id: str) -> FaultRule | None:
         return next((r for r in self._rules if r.id == rule_id), None)
@@ -377,22 +412,6 @@ class FaultInjector:
         self._rules.clear()
         self._api_keys.clear()
         return count
-
-    def _resolve_apis(self, apis: list[int | str]) -> frozenset[int]:
-        table = self.broker.api_table
-        by_name = {spec.name.lower(): key for key, spec in table.items()}
-        keys = set()
-        for api in apis:
-            if isinstance(api, int):
-                if api not in table:
-                    raise FaultRuleError(f"minikafka does not serve API key {api}")
-                keys.add(api)
-            else:
-                key = by_name.get(api.strip().lower().removesuffix("request"))
-                if key is None:
-                    raise FaultRuleError(f"unknown API {api!r}; known: {', '.join(sorted(s.name for s in table.values()))}")
-                keys.add(key)
-        return frozenset(keys)
 
     # ----------------------------------------------------------------- requests
     def _firing_rule(self, spec: ApiSpec, ctx: RequestContext, request: Any) -> FaultRule | None:
