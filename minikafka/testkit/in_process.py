@@ -143,8 +143,12 @@ class MiniKafka:
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = scratch_dir(in_memory) if data_dir is None else Path(data_dir)
-        self._thread = BrokerThread(data_dir=str(self.data_dir), port=port, host=host, config=dict(config or {}),
-                                    **broker_kwargs)
+        try:  # the settings are checked here: a refused one leaves no scratch dir behind
+            self._thread = BrokerThread(data_dir=str(self.data_dir), port=port, host=host,
+                                        config=dict(config or {}), **broker_kwargs)
+        except BaseException:
+            self._remove_own_dir()
+            raise
         self._initial_faults = [dict(f) for f in faults or []]
         self._admin_port = admin_port
         self._admin: Any = None
@@ -182,6 +186,9 @@ class MiniKafka:
         if self._thread_running:
             self._thread_running = False
             self._thread.stop()
+        self._remove_own_dir()
+
+    def _remove_own_dir(self) -> None:
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import shutil
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -88,12 +89,18 @@ def _start(pytest_config: pytest.Config, tmp_path_factory: pytest.TempPathFactor
     _load_broker_code()  # imported when a fixture is used, not at pytest start-up
     from minikafka.testkit import MiniKafka
 
+    made_dir = None
     if "data_dir" not in options:
         if pytest_config.getini("minikafka_data_in_memory"):
             options["in_memory"] = True  # a fresh dir in RAM, removed when the broker stops
         else:
-            options["data_dir"] = tmp_path_factory.mktemp(name)
-    return MiniKafka(**options).start()
+            options["data_dir"] = made_dir = tmp_path_factory.mktemp(name)
+    try:
+        return MiniKafka(**options).start()
+    except BaseException:
+        if made_dir is not None:  # refused (a bad setting, a port in use): nothing to inspect there
+            shutil.rmtree(made_dir, ignore_errors=True)
+        raise
 
 
 @pytest.fixture
