@@ -237,6 +237,15 @@ class MiniKafka:
         """Start a new segment now (writes a producer-state snapshot); returns what rolled."""
         return self._call(lambda: self._control.roll_segments(topic, partition))
 
+    def clean_logs(self, roll: bool = False, topic: str | None = None,
+                   partition: int | None = None) -> dict[str, list[Any]]:
+        """Run the log cleaner now, until no compacted partition qualifies (by its topic's
+        ``min.cleanable.dirty.ratio`` and compaction lags); the active segment is never cleaned,
+        so ``roll=True`` first starts a new segment in the matching partitions (all by default).
+        Returns ``{"rolled": [...], "cleaned": [{"topic", "partition", "records_removed",
+        "bytes_read", "bytes_written", "clean_up_to"}, ...]}``."""
+        return self._call(lambda: self._control.clean_logs(roll, topic, partition))
+
     def expire_producers(self, topic: str | None = None, partition: int | None = None) -> int:
         """Forget producer state now, as if ``producer.id.expiration.ms`` had passed."""
         return self._call(lambda: self._control.expire_producers(topic, partition))
