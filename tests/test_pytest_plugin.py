@@ -126,15 +126,20 @@ def test_a_broker_that_cannot_start_fails_at_once_and_leaves_no_data_dir(minikaf
 
 def test_fixtures_leak_no_third_party_warnings_into_a_strict_run(pytester: pytest.Pytester) -> None:
     # a user's project with `filterwarnings = error` and no pytest-asyncio: every API the broker
-    # serves is used at least once (each loads its codec on its first request)
+    # serves is used at least once (each loads its codec on its first request); minikafka is
+    # imported at the top too, so at collection, where the filters apply as well
     pytester.makeini("[pytest]\nfilterwarnings =\n    error\n")
     pytester.makepyfile(
         test_strict="""
         from confluent_kafka import Consumer, Producer
         from confluent_kafka.admin import AdminClient, NewTopic
 
+        from minikafka.broker.embedded import BrokerThread
+        from minikafka.testkit import MiniKafka
+
 
         def test_produce_consume_and_admin(minikafka):
+            assert isinstance(minikafka, MiniKafka) and BrokerThread
             admin = AdminClient({"bootstrap.servers": minikafka.bootstrap})
             admin.create_topics([NewTopic("made", 2)])["made"].result(10)
             producer = Producer({"bootstrap.servers": minikafka.bootstrap, "enable.idempotence": True})
