@@ -13,6 +13,9 @@ working in the same process, it only pays the import cost at that moment.
 
 The same helps with ``crc32c``, whose ``__init__`` looks up its own version in the installed
 package metadata (``importlib.metadata``, about 20 ms) before re-exporting one C function.
+
+:func:`quiet_kafka_imports` is the one scope in which minikafka loads kafka-python's modules: it
+hides the deprecation warnings kafka-python itself emits while it loads, which a user could not act on.
 """
 
 from __future__ import annotations
@@ -22,7 +25,11 @@ import importlib.util
 import sys
 import threading
 import types
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.machinery import ModuleSpec
+from typing import Any
 
 _lock = threading.RLock()
 _MISSING = object()
@@ -116,3 +123,34 @@ def init_deferred() -> None:
         module = sys.modules.get(name)
         if module is not None:
             _run_init(module)
+
+
+#: what kafka-python 3.x emits while it loads: each message class reads its JSON schema with
+#: ``importlib.resources.read_text``, deprecated since Python 3.11 (``open_text`` is its inner call).
+#: kafka-python 3.0.12 (the newest release) still does; the filters match only these messages.
+KAFKA_PYTHON_IMPORT_WARNINGS = (r"read_text is deprecated", r"open_text is deprecated")
+_quiet_lock = threading.RLock()
+
+
+@contextmanager
+def quiet_kafka_imports() -> Iterator[None]:
+    """Load kafka-python modules inside this scope, so that minikafka's own imports emit no warning.
+
+    Under ``python -W error`` or pytest's ``filterwarnings = error`` those warnings would be
+    errors in the user's process, raised by minikafka importing its codec. Only these
+    warnings are hidden, and only here: a user's own ``from kafka import ...`` still warns
+    (docs/integration-testing.md has the filter lines for that). ``catch_warnings`` swaps the
+    process's filters for the import's few milliseconds; the pytest fixtures therefore load
+    everything once on the test's thread (not on the broker's, in the middle of a test).
+    """
+    with _quiet_lock, warnings.catch_warnings():
+        for message in KAFKA_PYTHON_IMPORT_WARNINGS:
+            warnings.filterwarnings("ignore", message=message, category=DeprecationWarning)
+        yield
+
+
+def load_quietly(module: str, name: str) -> Any:
+    """``module.name``, the module imported (and the name looked up: a deferred package loads
+    it then) inside :func:`quiet_kafka_imports`."""
+    with quiet_kafka_imports():
+        return getattr(importlib.import_module(module), name)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from tests.client_helpers import CLIENTS, check_consumed, make_records
 
@@ -177,6 +177,44 @@ def test_roll_and_expire_over_http(served: Served) -> None:
     assert http(served, "POST", "/broker/expire-producers", {"topic": "rolled", "partition": 0}) == \
         (200, {"expired": 1})
     assert http(served, "GET", "/topics/rolled/0")[1]["producers"] == {}
+
+
+def test_cleaner_run_over_http_compacts_and_a_consumer_reads_the_latest_values(served: Served) -> None:
+    assert http(served, "POST", "/topics", {"name": "prices", "partitions": 1,
+                                            "config": {"cleanup.policy": "compact"}})[0] == 201
+    producer = Producer({"bootstrap.servers": served.bootstrap, "linger.ms": 0})
+    for i in range(9):
+        producer.produce("prices", key=f"item-{i % 3}".encode(), value=f"price-{i}".encode())
+    assert producer.flush(30) == 0
+
+    assert http(served, "POST", "/cleaner/run") == (200, {"rolled": [], "cleaned": []})  # the active segment
+    status, body = http(served, "POST", "/cleaner/run", {"roll": True, "topic": "prices"})
+    assert status == 200 and body["rolled"] == ["prices-0"], body
+    assert [(c["topic"], c["partition"], c["records_removed"], c["clean_up_to"]) for c in body["cleaned"]] == \
+        [("prices", 0, 6, 9)]
+    consumer = Consumer({"bootstrap.servers": served.bootstrap, "group.id": "reader",
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    consumer.subscribe(["prices"])
+    seen = []
+    while (msg := consumer.poll(10)) is not None and not msg.error():
+        seen.append((msg.offset(), msg.key(), msg.value()))
+    consumer.close()
+    assert seen == [(6, b"item-0", b"price-6"), (7, b"item-1", b"price-7"), (8, b"item-2", b"price-8")]
+
+    assert http(served, "POST", "/cleaner/run", {"roll": True, "topic": "nope"})[0] == 404
+    status, body = http(served, "POST", "/cleaner/run", {"topic": "prices"})
+    assert status == 400 and "roll" in body["error"]
+    assert http(served, "POST", "/cleaner/run", {"roll": "yes"})[0] == 400
+    assert http(served, "GET", "/cleaner/run")[0] == 405
+
+
+def test_cleaner_run_is_409_when_the_cleaner_is_off(tmp_path: Path) -> None:
+    served = start_serve(tmp_path, "--config", "log.cleaner.enable=false")
+    try:
+        status, body = http(served, "POST", "/cleaner/run", {"roll": True})
+        assert status == 409 and "log.cleaner.enable=false" in body["error"]
+    finally:
+        stop_serve(served)
 
 
 def test_bad_requests_get_an_answer_and_do_not_stop_the_endpoint(served: Served) -> None:

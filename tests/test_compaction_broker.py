@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from minikafka.storage.batch import split_batches
 from minikafka.testkit import MiniKafka
@@ -193,3 +193,68 @@ def test_read_committed_consumer_gets_exactly_the_committed_records_once_markers
     assert read_committed() == expected
     kafka.restart(clean=False)
     assert read_committed() == expected
+
+
+# ----------------------------------------------------------------------------- cleaning on demand
+def produce_keyed(bootstrap: str, topic: str, records: list[tuple[bytes, bytes | None]]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    for key, val in records:
+        producer.send(topic, key=key, value=val).get(timeout=10)
+    producer.close()
+
+
+def test_clean_logs_compacts_now_and_a_consumer_reads_the_latest_value_of_each_key(
+        minikafka_factory: Callable[..., MiniKafka]) -> None:
+    kafka = minikafka_factory()  # the background cleaner looks every 15 s: the test's calls do the cleaning
+    kafka.create_topic("latest", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+    kafka.create_topic("plain", 1)
+    writes = [(f"key-{i % 4}".encode(), f"v{i}".encode()) for i in range(12)] + [(b"key-0", None)]
+    produce_keyed(kafka.bootstrap, "latest", writes)
+    produce_keyed(kafka.bootstrap, "plain", writes)
+
+    assert kafka.clean_logs() == {"rolled": [], "cleaned": []}  # everything is in the active segment
+    assert len(kafka.records("latest")) == 13
+
+    done = kafka.clean_logs(roll=True, topic="latest")
+    assert done["rolled"] == ["latest-0"]
+    [cleaned] = done["cleaned"]
+    assert (cleaned["topic"], cleaned["partition"], cleaned["records_removed"], cleaned["clean_up_to"]) == \
+        ("latest", 0, 9, 13)
+    assert cleaned["bytes_written"] < cleaned["bytes_read"]
+    # the latest record of each key, at its own offset; key-0's is the tombstone
+    expected = [(9, b"key-1", b"v9"), (10, b"key-2", b"v10"), (11, b"key-3", b"v11"), (12, b"key-0", None)]
+    assert consume_all(kafka.bootstrap, "latest", 13) == expected
+    assert [(r.offset, r.key, r.value) for r in kafka.records("latest")] == expected
+    state = kafka.partition_state("latest")
+    assert (state["log_start_offset"], state["log_end_offset"]) == (0, 13)
+    assert len(kafka.records("plain")) == 13  # not compacted: left alone
+    assert kafka.clean_logs() == {"rolled": [], "cleaned": []}  # nothing qualifies any more
+
+
+def test_clean_logs_refuses_what_it_cannot_do(minikafka_factory: Callable[..., MiniKafka]) -> None:
+    off = minikafka_factory(config={"log.cleaner.enable": "false"})
+    with pytest.raises(RuntimeError, match=r"log\.cleaner\.enable=false"):
+        off.clean_logs(roll=True)
+    kafka = minikafka_factory()
+    kafka.create_topic("t", 1, {"cleanup.policy": "compact"})
+    with pytest.raises(ValueError, match="with roll"):
+        kafka.clean_logs(topic="t")
+    with pytest.raises(KeyError, match="nope"):
+        kafka.clean_logs(roll=True, topic="nope")
+
+
+def test_clean_logs_and_the_background_cleaner_take_turns(minikafka_factory: Callable[..., MiniKafka]) -> None:
+    # the background duty looks every 10 ms while the test cleans on demand: never two cleanings of
+    # one log at once, and the end state is the same
+    kafka = minikafka_factory(config={"log.cleaner.backoff.ms": "10"})
+    kafka.create_topic("busy", 1, {**TOPIC_CONFIGS, "segment.bytes": "300"})
+    latest: dict[bytes, bytes] = {}
+    for round_ in range(6):
+        writes = [(f"key-{k}".encode(), f"r{round_}-{k}".encode()) for k in range(8)]
+        produce_keyed(kafka.bootstrap, "busy", writes)
+        latest.update(writes)
+        kafka.clean_logs(roll=True, topic="busy")
+    kafka.clean_logs(roll=True, topic="busy")
+    records = kafka.records("busy")
+    assert {r.key: r.value for r in records} == latest
+    assert len(records) == len(latest)

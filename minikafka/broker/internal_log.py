@@ -20,13 +20,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-
+from minikafka._kafka_codec import quiet_kafka_imports
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage.batch import BatchHeader, split_batches
 from minikafka.storage.control import parse_marker
 from minikafka.storage.log import PartitionLog
 from minikafka.storage.log_manager import LogManager
+
+with quiet_kafka_imports():  # kafka-python warns while it loads (see _kafka_codec)
+    from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 if TYPE_CHECKING:
     from minikafka.broker.flusher import Flusher

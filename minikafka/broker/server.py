@@ -40,6 +40,7 @@ from minikafka.storage.producer_ids import ProducerIdAllocator
 
 if TYPE_CHECKING:
     from minikafka.broker.sasl import UserStore
+    from minikafka.storage.cleaner import CleanResult
 
 log = logging.getLogger("minikafka.broker")
 #: How often logs are asked whether their flush policy (roll, flush.ms) wants an fsync.
@@ -54,6 +55,7 @@ class Broker:
         self.api_table: dict[int, ApiSpec] = build_api_table()
         self.logs: LogManager | None = None
         self.cleaner: LogCleaner | None = None  # created in start() when log.cleaner.enable
+        self._cleaning = asyncio.Lock()  # one cleaning at a time: the background duty's or clean_logs()'s
         self.producer_ids: ProducerIdAllocator | None = None
         self.fetch_waiters = FetchWaiters()
         self.flusher = Flusher()
@@ -176,7 +178,7 @@ class Broker:
             self.cleaner = LogCleaner(self.data_dir, self.logs.all_logs, lambda: self.clock(),
                                       io_bytes_per_second=self.config.get("log.cleaner.io.max.bytes.per.second"),
                                       dedupe_buffer_bytes=self.config.get("log.cleaner.dedupe.buffer.size"))
-            self._background.append(asyncio.create_task(self._clean_logs()))
+            self._background.append(asyncio.create_task(self._clean_logs_periodically()))
         self.started = True
         log.info(
             "minikafka %s node %d listening on %s:%d (advertised %s), data dir %s, cluster id %s",
@@ -323,16 +325,31 @@ class Broker:
         assert self.logs is not None
         self.logs.checkpoint()
 
-    async def _clean_logs(self) -> None:
+    async def _clean_logs_periodically(self) -> None:
         """Every log.cleaner.backoff.ms, clean the dirtiest compacted logs until none qualifies."""
-        assert self.cleaner is not None
         while True:
             await asyncio.sleep(max(self.config.get("log.cleaner.backoff.ms"), 10) / 1000)
             try:
-                while self.started and await self.cleaner.clean_once_async() is not None:
-                    pass
+                await self.clean_logs()
             except Exception:
                 log.exception("the log cleaner failed")
+
+    async def clean_logs(self) -> list[tuple[PartitionLog, CleanResult]]:
+        """Clean the compacted logs, the dirtiest first, until none qualifies (by its topic's
+        min.cleanable.dirty.ratio, min/max.compaction.lag.ms); returns each cleaning with its log.
+        Empty when log.cleaner.enable is off. The background duty runs this, and a test can too."""
+        cleaned: list[tuple[PartitionLog, CleanResult]] = []
+        async with self._cleaning:
+            while self.started and self.cleaner is not None:
+                found = self.cleaner.dirtiest()
+                if found is None:
+                    break
+                # clean_once_async cleans that same log: nothing runs on the loop before it looks
+                result = await self.cleaner.clean_once_async()
+                if result is None:  # it failed, or the log changed under it (deleted, say)
+                    break
+                cleaned.append((found[0], result))
+        return cleaned
 
     async def _flush_due_logs(self) -> None:
         """fsync, off the event loop, the logs whose policy asks for it (a rolled segment, flush.ms)."""

@@ -8,11 +8,12 @@ import, and importing all of them up front was a third of ``minikafka serve``'s 
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
+
+from minikafka._kafka_codec import load_quietly
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
@@ -36,17 +37,18 @@ class ApiSpec:
     codec_module: str  # kafka-python module holding <name>Request and <name>Response
     handler_module: str  # module with ``async def handle(ctx, request)``
 
+    # Loaded through the one quiet scope: kafka-python warns while it loads (see _kafka_codec).
     @cached_property
     def request(self) -> Any:
-        return getattr(importlib.import_module(self.codec_module), f"{self.name}Request")
+        return load_quietly(self.codec_module, f"{self.name}Request")
 
     @cached_property
     def response(self) -> Any:
-        return getattr(importlib.import_module(self.codec_module), f"{self.name}Response")
+        return load_quietly(self.codec_module, f"{self.name}Response")
 
     @cached_property
     def handler(self) -> Handler:
-        handle: Handler = importlib.import_module(self.handler_module).handle
+        handle: Handler = load_quietly(self.handler_module, "handle")
         return handle
 
     def supports(self, version: int) -> bool:

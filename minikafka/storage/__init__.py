@@ -10,3 +10,10 @@ The broker's handlers talk to storage through two objects:
 
 Record batches are handled by their 61-byte header only (:mod:`minikafka.storage.batch`).
 """
+
+from minikafka._kafka_codec import quiet_kafka_imports
+
+# The storage modules read and write record batches with kafka.record; loaded here, before any
+# of them, inside the scope that hides the warnings kafka-python emits while it loads.
+with quiet_kafka_imports():
+    import kafka.record  # noqa: F401

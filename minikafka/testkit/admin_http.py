@@ -16,6 +16,8 @@ language can drive a broker in a container with nothing but an HTTP client::
     POST   /broker/restart             {"clean": true|false}; default true
     POST   /broker/roll                {"topic": ..., "partition": ...} (both optional)
     POST   /broker/expire-producers    {"topic": ..., "partition": ...} (both optional)
+    POST   /cleaner/run                run the log cleaner until nothing qualifies; {"roll": true,
+                                       "topic": ..., "partition": ...} rolls those first (all optional)
     POST   /topics                     {"name": ..., "partitions": 1, "config": {...}}
     GET    /topics/<name>/<partition>  offsets and producer state of one partition
     GET    /transactions               every transactional id: state, producer id/epoch, partitions
@@ -153,6 +155,7 @@ class AdminServer:
             ("broker", "restart"): {"POST": self._restart},
             ("broker", "roll"): {"POST": self._roll},
             ("broker", "expire-producers"): {"POST": self._expire},
+            ("cleaner", "run"): {"POST": self._clean},
             ("topics",): {"GET": self._topics, "POST": self._create_topic},
             ("transactions",): {"GET": self._transactions},
         }
@@ -226,6 +229,11 @@ class AdminServer:
         with _unknown_is_404():
             count = self.control.expire_producers(*_topic_partition(body))
         return _json(200, {"expired": count})
+
+    async def _clean(self, body: Any) -> Response:
+        with _unknown_is_404():
+            done = await self.control.clean_logs(_field(body, "roll", bool, False), *_topic_partition(body))
+        return _json(200, done)
 
     async def _topics(self, _body: Any) -> Response:
         return _json(200, {"topics": self.control.topics()})

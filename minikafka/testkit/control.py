@@ -3,7 +3,7 @@
 :class:`BrokerControl` owns a broker's :class:`~minikafka.testkit.faults.FaultInjector` and
 adds what no Kafka API offers: crash the broker (stop without flush, snapshot or
 clean-shutdown marker) and start it again from the same data directory on the same port, roll
-a segment now, expire producers now. Every method runs on the broker's event loop.
+a segment now, expire producers now, run the log cleaner now. Every method runs on the broker's event loop.
 
 A restart reuses the same :class:`Broker` object, so the bootstrap address, the metrics, the
 fault rules and their counters all carry over; the logs are recovered from disk as after a
@@ -130,6 +130,26 @@ class BrokerControl:
         """Forget every producer (outside a transaction) of the matching partitions now, as if
         ``producer.id.expiration.ms`` had passed; returns how many entries went."""
         return sum(plog.expire_producers(_FAR_FUTURE_MS) for plog in self._named_logs(topic, partition))
+
+    async def clean_logs(self, roll: bool = False, topic: str | None = None,
+                         partition: int | None = None) -> dict[str, list[Any]]:
+        """Run the log cleaner now until no compacted log qualifies, as it runs every
+        ``log.cleaner.backoff.ms``; with ``roll``, first start a new segment in the matching
+        partitions (``topic``/``partition`` as :meth:`roll_segments`), since the active segment
+        is never cleaned. Returns what rolled and what each cleaning did."""
+        if self.broker.cleaner is None:
+            raise RuntimeError("the log cleaner is off (log.cleaner.enable=false)")
+        if not roll and (topic is not None or partition is not None):
+            raise ValueError("topic and partition choose what rolls: give them with roll")
+        rolled = self.roll_segments(topic, partition) if roll else []
+        cleaned = await self.broker.clean_logs()
+        return {
+            "rolled": rolled,
+            "cleaned": [{"topic": plog.topic, "partition": plog.partition, "records_removed": result.records_removed,
+                         "bytes_read": result.bytes_read, "bytes_written": result.bytes_written,
+                         "clean_up_to": result.map_end}
+                        for plog, result in cleaned],
+        }
 
     def _named_logs(self, topic: str | None, partition: int | None) -> list[PartitionLog]:
         """The matching partitions; KeyError when a topic or partition was named and none matches

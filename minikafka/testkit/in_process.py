@@ -143,8 +143,12 @@ class MiniKafka:
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = scratch_dir(in_memory) if data_dir is None else Path(data_dir)
-        self._thread = BrokerThread(data_dir=str(self.data_dir), port=port, host=host, config=dict(config or {}),
-                                    **broker_kwargs)
+        try:  # the settings are checked here: a refused one leaves no scratch dir behind
+            self._thread = BrokerThread(data_dir=str(self.data_dir), port=port, host=host,
+                                        config=dict(config or {}), **broker_kwargs)
+        except BaseException:
+            self._remove_own_dir()
+            raise
         self._initial_faults = [dict(f) for f in faults or []]
         self._admin_port = admin_port
         self._admin: Any = None
@@ -184,6 +188,9 @@ class MiniKafka:
         if self._thread_running:
             self._thread_running = False
             self._thread.stop()
+        self._remove_own_dir()
+
+    def _remove_own_dir(self) -> None:
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -231,6 +238,15 @@ class MiniKafka:
     def roll_segment(self, topic: str | None = None, partition: int | None = None) -> list[str]:
         """Start a new segment now (writes a producer-state snapshot); returns what rolled."""
         return self._call(lambda: self._control.roll_segments(topic, partition))
+
+    def clean_logs(self, roll: bool = False, topic: str | None = None,
+                   partition: int | None = None) -> dict[str, list[Any]]:
+        """Run the log cleaner now, until no compacted partition qualifies (by its topic's
+        ``min.cleanable.dirty.ratio`` and compaction lags); the active segment is never cleaned,
+        so ``roll=True`` first starts a new segment in the matching partitions (all by default).
+        Returns ``{"rolled": [...], "cleaned": [{"topic", "partition", "records_removed",
+        "bytes_read", "bytes_written", "clean_up_to"}, ...]}``."""
+        return self._call(lambda: self._control.clean_logs(roll, topic, partition))
 
     def expire_producers(self, topic: str | None = None, partition: int | None = None) -> int:
         """Forget producer state now, as if ``producer.id.expiration.ms`` had passed."""

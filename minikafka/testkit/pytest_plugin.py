@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-import warnings
+import shutil
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -64,39 +64,43 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @functools.cache
-def _load_broker_code_quietly() -> None:
-    """Import everything the broker will load, with third-party deprecation warnings silenced.
+def _load_broker_code() -> None:
+    """Import everything the broker will load, now, on the test's own thread.
 
-    kafka-python builds its message classes from JSON schemas at import, through an
-    ``importlib.resources`` call that warns (DeprecationWarning) once per class. The broker loads
-    codec and handler modules on the first request of each API, on its own thread, during the
-    user's test: under ``filterwarnings = error`` such a warning would become an error inside the
-    broker, and otherwise hundreds of them would fill the user's warnings summary. Loading all of
-    them here, once, keeps them out of the user's run.
+    The broker loads codec and handler modules on the first request of each API, on its own
+    thread, in the middle of the user's test. minikafka loads kafka-python's modules inside
+    :func:`~minikafka._kafka_codec.quiet_kafka_imports` (which hides the deprecation warnings
+    kafka-python emits while loading) wherever that happens; but that scope swaps the process's
+    warning filters, which pytest also sets around each test. Loading everything here keeps
+    that swap off the broker's thread during a test.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        warnings.simplefilter("ignore", PendingDeprecationWarning)
-        from minikafka.broker.dispatch import build_api_table
+    from minikafka._kafka_codec import load_quietly
+    from minikafka.broker.dispatch import build_api_table
 
-        for spec in build_api_table().values():
-            importlib.import_module(spec.codec_module)
-            importlib.import_module(spec.handler_module)
-        for module in ("minikafka.testkit.in_process", "kafka.record", "kafka.codec"):
-            importlib.import_module(module)
+    for spec in build_api_table().values():
+        spec.request, spec.response, spec.handler  # noqa: B018 - loads them (through load_quietly)
+    load_quietly("kafka.record", "MemoryRecords")
+    load_quietly("kafka", "codec")
+    importlib.import_module("minikafka.testkit.in_process")
 
 
 def _start(pytest_config: pytest.Config, tmp_path_factory: pytest.TempPathFactory, name: str,
            **options: Any) -> MiniKafka:
-    _load_broker_code_quietly()  # imported when a fixture is used, not at pytest start-up
+    _load_broker_code()  # imported when a fixture is used, not at pytest start-up
     from minikafka.testkit import MiniKafka
 
+    made_dir = None
     if "data_dir" not in options:
         if pytest_config.getini("minikafka_data_in_memory"):
             options["in_memory"] = True  # a fresh dir in RAM, removed when the broker stops
         else:
-            options["data_dir"] = tmp_path_factory.mktemp(name)
-    return MiniKafka(**options).start()
+            options["data_dir"] = made_dir = tmp_path_factory.mktemp(name)
+    try:
+        return MiniKafka(**options).start()
+    except BaseException:
+        if made_dir is not None:  # refused (a bad setting, a port in use): nothing to inspect there
+            shutil.rmtree(made_dir, ignore_errors=True)
+        raise
 
 
 @pytest.fixture
