@@ -8,6 +8,7 @@ code and the one line it prints.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from minikafka.spark_export.errors import ExportOptionError
 from minikafka.spark_export.options import parse_options
 from minikafka.spark_export.planner import plan
+from tests.doc_blocks import the_block
 from tests.spark_helpers import LogDirWriter, build_batch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,3 +135,29 @@ def test_worker_python_is_the_one_with_minikafka_or_a_clear_error(tmp_path):
     assert refused, result.stderr[-3000:]
     assert "'/usr/bin/python3'" in refused[0] and "cannot import minikafka" in refused[0]
     assert sys.executable in refused[0]
+
+
+def test_docs_example_run_from_the_checkout_prints_no_lookup_traceback(tmp_path):
+    """Spark looks up ``pyspark_*`` data sources once per JVM with python3 from PATH, which, run from
+    the repository root, finds the checkout's ``pyspark_minikafka`` but not minikafka's
+    dependencies. The lookup must pass over it quietly; the example's rows are right."""
+    w = LogDirWriter(str(tmp_path / "d"))
+    counts = {"orders": 3, "payments": 2, "audit": 4}  # audit is not subscribed
+    for topic, n in counts.items():
+        for i in range(n):
+            w.append(topic, i % 2, build_batch([(b"k", b"v%d" % i, T0 + i, [("h", b"1")])]))
+    w.close()
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to("/usr/bin/python3")  # first on PATH: no numpy, pyarrow or crc32c
+    lacks = subprocess.run([str(bare / "python3"), "-c", "import numpy, pyarrow, crc32c"], capture_output=True)
+    assert lacks.returncode != 0
+    code = the_block(ROOT / "docs" / "spark.md", "spark", "register(spark)").text
+    code = code.replace('"/var/lib/minikafka"', repr(str(tmp_path / "d")))
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                            env=_env(PATH=f"{bare}{os.pathsep}{os.environ['PATH']}"))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "Traceback" not in output and "Skipping the lookup" not in output, output[-3000:]
+    rows = dict(re.findall(r"^\|\s*(\w+)\|\s*(\d+)\|$", result.stdout, re.MULTILINE))
+    assert rows == {"orders": "3", "payments": "2"}, result.stdout
