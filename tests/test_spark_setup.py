@@ -161,3 +161,12 @@ def test_docs_example_run_from_the_checkout_prints_no_lookup_traceback(tmp_path)
     assert "Traceback" not in output and "Skipping the lookup" not in output, output[-3000:]
     rows = dict(re.findall(r"^\|\s*(\w+)\|\s*(\d+)\|$", result.stdout, re.MULTILINE))
     assert rows == {"orders": "3", "payments": "2"}, result.stdout
+
+
+def test_export_refuses_a_misspelt_option_before_starting_spark(tmp_path):
+    result = _export("--data-dir", _logdir(tmp_path / "d"), "--out", str(tmp_path / "out"),
+                     "--option", "maxRecordPerPartition=10")
+    assert result.returncode == 2
+    line = _one_line(result)  # the closest name first
+    assert "unknown option for the minikafka source: 'maxrecordperpartition' (did you mean " \
+           "maxRecordsPerPartition or" in line, line

@@ -16,6 +16,7 @@ import struct
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,6 +151,52 @@ def test_options_errors_surface_when_the_dataframe_is_created(spark, logdir):  #
         spark.read.format("minikafka").schema("a int").load(logdir).collect()
     empty = spark.read.format("minikafka").option("subscribe", "no-such-topic").load(logdir)
     assert empty.count() == 0 and len(empty.columns) == 7
+
+
+def test_misspelt_and_unsupported_options_are_refused(spark, logdir):  # noqa: F811
+    """A misspelt option would change the answer silently (``subscibe`` reads every topic): unknown
+    names are refused with the names they are close to, for batch and streaming reads alike."""
+    read = spark.read.format("minikafka")
+    with pytest.raises(Exception, match=r"unknown option for the minikafka source: 'subscibe' "
+                                        r"\(did you mean subscribe\?\)"):
+        read.option("subscibe", "orders").load(logdir).collect()
+    with pytest.raises(Exception, match=r"'startingoffset' \(did you mean startingOffsets"):
+        spark.readStream.format("minikafka").option("startingOffset", "earliest").load(logdir) \
+            .writeStream.format("memory").queryName("misspelt").start().processAllAvailable()
+    with pytest.raises(Exception, match="'fs.s3a.acess.key' \\(did you mean fs.s3a.access.key"):
+        read.option("fs.s3a.acess.key", "k").load(logdir).collect()
+    with pytest.raises(Exception, match="reads one data directory"):
+        read.load([logdir, logdir]).collect()
+    with pytest.raises(Exception, match="minOffsetsPerTrigger is not supported"):
+        spark.readStream.format("minikafka").option("minOffsetsPerTrigger", "10").load(logdir) \
+            .writeStream.format("memory").queryName("unsupported").start().processAllAvailable()
+
+
+def test_options_of_sparks_kafka_source_that_tune_its_consumer_are_accepted(spark, logdir, tmp_path):  # noqa: F811
+    """A query written for ``format("kafka")`` runs unchanged: consumer settings change nothing,
+    and ``kafka.isolation.level`` is honoured as ``isolationLevel`` is."""
+    def kafka_query() -> Any:  # a new reader each time: a DataFrameReader's option() changes it
+        return (spark.read.format("minikafka").option("kafka.bootstrap.servers", "broker:9092")
+                .option("kafka.security.protocol", "SASL_SSL").option("groupIdPrefix", "reports")
+                .option("kafkaConsumer.pollTimeoutMs", "1000").option("fetchOffset.numRetries", "5")
+                .option("fetchOffset.retryIntervalMs", "10").option("subscribe", "orders"))
+
+    assert project(spark_rows(kafka_query().load(logdir)), BASE) == project(expected(logdir, ["orders"]), BASE)
+
+    w = LogDirWriter(str(tmp_path / "txn"))  # one aborted transaction between two plain batches
+    w.append("orders", 0, build_batch([(b"k", b"before", T0, [])]))
+    w.append("orders", 0, build_batch([(b"k", b"aborted", T0, [])], producer_id=7, producer_epoch=0,
+                                      base_sequence=0, transactional=True))
+    w.append("orders", 0, control_batch(7, 0, T0, commit=False))
+    w.append("orders", 0, build_batch([(b"k", b"after", T0, [])]))
+    w.close()
+    for level, values in (("read_uncommitted", {b"before", b"aborted", b"after"}),
+                          ("read_committed", {b"before", b"after"})):
+        rows = spark_rows(kafka_query().option("kafka.isolation.level", level).load(str(tmp_path / "txn")))
+        assert {r["value"] for r in rows} == values, level
+    with pytest.raises(Exception, match="isolationLevel and kafka.isolation.level disagree"):
+        kafka_query().option("kafka.isolation.level", "read_committed").option("isolationLevel", "read_uncommitted") \
+            .load(logdir).collect()
 
 
 def damaged_copy(tmp_path: Path) -> tuple[str, set[bytes]]:
