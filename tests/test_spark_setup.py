@@ -163,6 +163,26 @@ def test_docs_example_run_from_the_checkout_prints_no_lookup_traceback(tmp_path)
     assert rows == {"orders": "3", "payments": "2"}, result.stdout
 
 
+def _empty_data_dir(root: Path) -> str:
+    LogDirWriter(str(root)).close()  # meta.properties and nothing else
+    return str(root)
+
+
+@pytest.mark.parametrize("case", ["missing topic", "misspelt topic", "no match", "no topics"])
+def test_export_of_nothing_says_which_topics_exist_before_starting_spark(tmp_path, case):
+    data = _empty_data_dir(tmp_path / "empty") if case == "no topics" else _logdir(tmp_path / "d")
+    argv = {"missing topic": ["--topics", "nosuchtopic"], "misspelt topic": ["--topics", "t,tt"],
+            "no match": ["--pattern", "x.*"], "no topics": []}[case]
+    message = {"missing topic": f"no topic named nosuchtopic in {data}; its topics are t",
+               "misspelt topic": f"no topic named tt in {data} (did you mean t?); its topics are t",
+               "no match": f"no topic in {data} matches 'x.*'; its topics are t",
+               "no topics": f"{data} holds no topics"}[case]
+    result = _export("--data-dir", data, "--out", str(tmp_path / "out"), *argv)
+    assert result.returncode == 2
+    assert _one_line(result) == f"minikafka export: {message}"  # refused before the plan line and Spark
+    assert not (tmp_path / "out").exists()
+
+
 def test_export_refuses_a_misspelt_option_before_starting_spark(tmp_path):
     result = _export("--data-dir", _logdir(tmp_path / "d"), "--out", str(tmp_path / "out"),
                      "--option", "maxRecordPerPartition=10")
@@ -170,3 +190,15 @@ def test_export_refuses_a_misspelt_option_before_starting_spark(tmp_path):
     line = _one_line(result)  # the closest name first
     assert "unknown option for the minikafka source: 'maxrecordperpartition' (did you mean " \
            "maxRecordsPerPartition or" in line, line
+
+
+def test_export_of_an_empty_range_counts_the_task_spark_runs(tmp_path):
+    """A read that plans no input partition still runs one (empty) Spark task: the plan line says
+    so, and the summary counts the tasks that ran."""
+    data = _logdir(tmp_path / "d", 5)
+    result = _export("--data-dir", data, "--out", str(tmp_path / "out"), "--topics", "t",
+                     "--starting-offsets", '{"t":{"0":5}}')
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("[export]")]
+    assert "0 slices in 1 tasks" in lines[0] and "up to 0 records" in lines[0], lines
+    assert re.search(r"^\[export\] done in [\d.]+ s, 1/1 tasks .*, 0 records in the output$", lines[-1]), lines

@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import random
+import re
 import struct
 import threading
 import time
@@ -315,6 +316,42 @@ def test_export_progress_display_reports_tasks(spark):  # noqa: F811
     with Progress(spark.sparkContext, out, interval=0.2):
         spark.sparkContext.parallelize(range(4), 4).map(lambda x: time.sleep(1.0) or x).count()
     assert "/4 tasks done" in out.getvalue()
+
+
+def test_export_progress_counts_only_the_export_s_own_tasks(spark):  # noqa: F811
+    """Another thread's job in a shared session is not counted, and the finished stage still is:
+    the counts at the end are the tasks that ran."""
+    import io
+
+    from minikafka.spark_export.export import Progress
+
+    started = threading.Event()
+
+    def other_job() -> None:
+        started.set()
+        spark.sparkContext.parallelize(range(6), 6).map(lambda x: time.sleep(0.5) or x).count()
+
+    other = threading.Thread(target=other_job)
+    out = io.StringIO()
+    with Progress(spark.sparkContext, out, interval=0.2) as progress:
+        other.start()
+        started.wait(10)
+        spark.sparkContext.parallelize(range(3), 3).map(lambda x: time.sleep(1.0) or x).count()
+    other.join(120)
+    assert progress.counts() == (3, 0, 3)
+    assert all(line.split()[1].endswith("/3") for line in out.getvalue().splitlines()), out.getvalue()
+
+
+def test_export_plan_line_and_summary_count_the_same_tasks(spark, logdir, tmp_path, capsys):  # noqa: F811
+    code = run_export(_export_args("--data-dir", logdir, "--out", str(tmp_path / "out"), "--topics", "orders",
+                                   "--option", "maxRecordsPerPartition=400", "--no-progress"))
+    assert code == 0
+    err = capsys.readouterr().err
+    planned = re.search(r"slices in (\d+) tasks", err)
+    ran = re.search(r"done in [\d.]+ s, (\d+)/(\d+) tasks", err)
+    assert planned and ran, err
+    assert int(planned[1]) > 2  # the two partitions, split by offset count
+    assert ran.groups() == (planned[1], planned[1])
 
 
 ROOT = Path(__file__).resolve().parent.parent
