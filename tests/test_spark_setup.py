@@ -8,6 +8,7 @@ code and the one line it prints.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from minikafka.spark_export.errors import ExportOptionError
 from minikafka.spark_export.options import parse_options
 from minikafka.spark_export.planner import plan
+from tests.doc_blocks import the_block
 from tests.spark_helpers import LogDirWriter, build_batch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,3 +135,70 @@ def test_worker_python_is_the_one_with_minikafka_or_a_clear_error(tmp_path):
     assert refused, result.stderr[-3000:]
     assert "'/usr/bin/python3'" in refused[0] and "cannot import minikafka" in refused[0]
     assert sys.executable in refused[0]
+
+
+def test_docs_example_run_from_the_checkout_prints_no_lookup_traceback(tmp_path):
+    """Spark looks up ``pyspark_*`` data sources once per JVM with python3 from PATH, which, run from
+    the repository root, finds the checkout's ``pyspark_minikafka`` but not minikafka's
+    dependencies. The lookup must pass over it quietly; the example's rows are right."""
+    w = LogDirWriter(str(tmp_path / "d"))
+    counts = {"orders": 3, "payments": 2, "audit": 4}  # audit is not subscribed
+    for topic, n in counts.items():
+        for i in range(n):
+            w.append(topic, i % 2, build_batch([(b"k", b"v%d" % i, T0 + i, [("h", b"1")])]))
+    w.close()
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to("/usr/bin/python3")  # first on PATH: no numpy, pyarrow or crc32c
+    lacks = subprocess.run([str(bare / "python3"), "-c", "import numpy, pyarrow, crc32c"], capture_output=True)
+    assert lacks.returncode != 0
+    code = the_block(ROOT / "docs" / "spark.md", "spark", "register(spark)").text
+    code = code.replace('"/var/lib/minikafka"', repr(str(tmp_path / "d")))
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                            env=_env(PATH=f"{bare}{os.pathsep}{os.environ['PATH']}"))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "Traceback" not in output and "Skipping the lookup" not in output, output[-3000:]
+    rows = dict(re.findall(r"^\|\s*(\w+)\|\s*(\d+)\|$", result.stdout, re.MULTILINE))
+    assert rows == {"orders": "3", "payments": "2"}, result.stdout
+
+
+def _empty_data_dir(root: Path) -> str:
+    LogDirWriter(str(root)).close()  # meta.properties and nothing else
+    return str(root)
+
+
+@pytest.mark.parametrize("case", ["missing topic", "misspelt topic", "no match", "no topics"])
+def test_export_of_nothing_says_which_topics_exist_before_starting_spark(tmp_path, case):
+    data = _empty_data_dir(tmp_path / "empty") if case == "no topics" else _logdir(tmp_path / "d")
+    argv = {"missing topic": ["--topics", "nosuchtopic"], "misspelt topic": ["--topics", "t,tt"],
+            "no match": ["--pattern", "x.*"], "no topics": []}[case]
+    message = {"missing topic": f"no topic named nosuchtopic in {data}; its topics are t",
+               "misspelt topic": f"no topic named tt in {data} (did you mean t?); its topics are t",
+               "no match": f"no topic in {data} matches 'x.*'; its topics are t",
+               "no topics": f"{data} holds no topics"}[case]
+    result = _export("--data-dir", data, "--out", str(tmp_path / "out"), *argv)
+    assert result.returncode == 2
+    assert _one_line(result) == f"minikafka export: {message}"  # refused before the plan line and Spark
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_refuses_a_misspelt_option_before_starting_spark(tmp_path):
+    result = _export("--data-dir", _logdir(tmp_path / "d"), "--out", str(tmp_path / "out"),
+                     "--option", "maxRecordPerPartition=10")
+    assert result.returncode == 2
+    line = _one_line(result)  # the closest name first
+    assert "unknown option for the minikafka source: 'maxrecordperpartition' (did you mean " \
+           "maxRecordsPerPartition or" in line, line
+
+
+def test_export_of_an_empty_range_counts_the_task_spark_runs(tmp_path):
+    """A read that plans no input partition still runs one (empty) Spark task: the plan line says
+    so, and the summary counts the tasks that ran."""
+    data = _logdir(tmp_path / "d", 5)
+    result = _export("--data-dir", data, "--out", str(tmp_path / "out"), "--topics", "t",
+                     "--starting-offsets", '{"t":{"0":5}}')
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("[export]")]
+    assert "0 slices in 1 tasks" in lines[0] and "up to 0 records" in lines[0], lines
+    assert re.search(r"^\[export\] done in [\d.]+ s, 1/1 tasks .*, 0 records in the output$", lines[-1]), lines

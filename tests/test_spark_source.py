@@ -12,10 +12,12 @@ import base64
 import json
 import os
 import random
+import re
 import struct
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,6 +154,52 @@ def test_options_errors_surface_when_the_dataframe_is_created(spark, logdir):  #
     assert empty.count() == 0 and len(empty.columns) == 7
 
 
+def test_misspelt_and_unsupported_options_are_refused(spark, logdir):  # noqa: F811
+    """A misspelt option would change the answer silently (``subscibe`` reads every topic): unknown
+    names are refused with the names they are close to, for batch and streaming reads alike."""
+    read = spark.read.format("minikafka")
+    with pytest.raises(Exception, match=r"unknown option for the minikafka source: 'subscibe' "
+                                        r"\(did you mean subscribe\?\)"):
+        read.option("subscibe", "orders").load(logdir).collect()
+    with pytest.raises(Exception, match=r"'startingoffset' \(did you mean startingOffsets"):
+        spark.readStream.format("minikafka").option("startingOffset", "earliest").load(logdir) \
+            .writeStream.format("memory").queryName("misspelt").start().processAllAvailable()
+    with pytest.raises(Exception, match="'fs.s3a.acess.key' \\(did you mean fs.s3a.access.key"):
+        read.option("fs.s3a.acess.key", "k").load(logdir).collect()
+    with pytest.raises(Exception, match="reads one data directory"):
+        read.load([logdir, logdir]).collect()
+    with pytest.raises(Exception, match="minOffsetsPerTrigger is not supported"):
+        spark.readStream.format("minikafka").option("minOffsetsPerTrigger", "10").load(logdir) \
+            .writeStream.format("memory").queryName("unsupported").start().processAllAvailable()
+
+
+def test_options_of_sparks_kafka_source_that_tune_its_consumer_are_accepted(spark, logdir, tmp_path):  # noqa: F811
+    """A query written for ``format("kafka")`` runs unchanged: consumer settings change nothing,
+    and ``kafka.isolation.level`` is honoured as ``isolationLevel`` is."""
+    def kafka_query() -> Any:  # a new reader each time: a DataFrameReader's option() changes it
+        return (spark.read.format("minikafka").option("kafka.bootstrap.servers", "broker:9092")
+                .option("kafka.security.protocol", "SASL_SSL").option("groupIdPrefix", "reports")
+                .option("kafkaConsumer.pollTimeoutMs", "1000").option("fetchOffset.numRetries", "5")
+                .option("fetchOffset.retryIntervalMs", "10").option("subscribe", "orders"))
+
+    assert project(spark_rows(kafka_query().load(logdir)), BASE) == project(expected(logdir, ["orders"]), BASE)
+
+    w = LogDirWriter(str(tmp_path / "txn"))  # one aborted transaction between two plain batches
+    w.append("orders", 0, build_batch([(b"k", b"before", T0, [])]))
+    w.append("orders", 0, build_batch([(b"k", b"aborted", T0, [])], producer_id=7, producer_epoch=0,
+                                      base_sequence=0, transactional=True))
+    w.append("orders", 0, control_batch(7, 0, T0, commit=False))
+    w.append("orders", 0, build_batch([(b"k", b"after", T0, [])]))
+    w.close()
+    for level, values in (("read_uncommitted", {b"before", b"aborted", b"after"}),
+                          ("read_committed", {b"before", b"after"})):
+        rows = spark_rows(kafka_query().option("kafka.isolation.level", level).load(str(tmp_path / "txn")))
+        assert {r["value"] for r in rows} == values, level
+    with pytest.raises(Exception, match="isolationLevel and kafka.isolation.level disagree"):
+        kafka_query().option("kafka.isolation.level", "read_committed").option("isolationLevel", "read_uncommitted") \
+            .load(logdir).collect()
+
+
 def damaged_copy(tmp_path: Path) -> tuple[str, set[bytes]]:
     """A partition with a batch whose value bytes were flipped, and the keys of that batch."""
     w = LogDirWriter(tmp_path)
@@ -268,6 +316,42 @@ def test_export_progress_display_reports_tasks(spark):  # noqa: F811
     with Progress(spark.sparkContext, out, interval=0.2):
         spark.sparkContext.parallelize(range(4), 4).map(lambda x: time.sleep(1.0) or x).count()
     assert "/4 tasks done" in out.getvalue()
+
+
+def test_export_progress_counts_only_the_export_s_own_tasks(spark):  # noqa: F811
+    """Another thread's job in a shared session is not counted, and the finished stage still is:
+    the counts at the end are the tasks that ran."""
+    import io
+
+    from minikafka.spark_export.export import Progress
+
+    started = threading.Event()
+
+    def other_job() -> None:
+        started.set()
+        spark.sparkContext.parallelize(range(6), 6).map(lambda x: time.sleep(0.5) or x).count()
+
+    other = threading.Thread(target=other_job)
+    out = io.StringIO()
+    with Progress(spark.sparkContext, out, interval=0.2) as progress:
+        other.start()
+        started.wait(10)
+        spark.sparkContext.parallelize(range(3), 3).map(lambda x: time.sleep(1.0) or x).count()
+    other.join(120)
+    assert progress.counts() == (3, 0, 3)
+    assert all(line.split()[1].endswith("/3") for line in out.getvalue().splitlines()), out.getvalue()
+
+
+def test_export_plan_line_and_summary_count_the_same_tasks(spark, logdir, tmp_path, capsys):  # noqa: F811
+    code = run_export(_export_args("--data-dir", logdir, "--out", str(tmp_path / "out"), "--topics", "orders",
+                                   "--option", "maxRecordsPerPartition=400", "--no-progress"))
+    assert code == 0
+    err = capsys.readouterr().err
+    planned = re.search(r"slices in (\d+) tasks", err)
+    ran = re.search(r"done in [\d.]+ s, (\d+)/(\d+) tasks", err)
+    assert planned and ran, err
+    assert int(planned[1]) > 2  # the two partitions, split by offset count
+    assert ran.groups() == (planned[1], planned[1])
 
 
 ROOT = Path(__file__).resolve().parent.parent

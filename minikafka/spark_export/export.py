@@ -17,15 +17,21 @@ PySpark is imported only when the command runs; building the parser needs nothin
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import os
 import sys
 import threading
 import time
-from typing import Any, TextIO
+import uuid
+from typing import TYPE_CHECKING, Any, TextIO
 
 from minikafka.spark_export.upload import data_dir_command, parse_key_values
+
+if TYPE_CHECKING:
+    from minikafka.spark_export.options import ReadOptions
+    from minikafka.spark_export.planner import PartitionRange
 
 FORMATS = ("parquet", "json", "csv")
 
@@ -102,40 +108,66 @@ def _human(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-class Progress:
-    """Prints the running job's task counts to ``out`` until stopped (a line per update on a
-    terminal, one every few seconds otherwise)."""
+#: The local property Spark files a thread's jobs under (what ``SparkContext.setJobGroup`` sets).
+_JOB_GROUP = "spark.jobGroup.id"
 
-    def __init__(self, spark_context: Any, out: TextIO = sys.stderr, interval: float | None = None) -> None:
+
+class Progress:
+    """Counts the tasks of the Spark jobs run inside it, and prints them to ``out`` until stopped
+    (a line per update on a terminal, one every few seconds otherwise; nothing with ``show=False``).
+
+    The jobs are filed under a job group of their own, so the counts are those of the export's
+    own job, not of whatever else a shared session runs meanwhile, and they include its finished
+    stages: :meth:`counts` at the end says how many tasks actually ran.
+    """
+
+    def __init__(self, spark_context: Any, out: TextIO = sys.stderr, interval: float | None = None,
+                 show: bool = True) -> None:
         self.sc = spark_context
         self.out = out
         self.tty = out.isatty()
+        self.show = show
         self.interval = interval if interval is not None else (0.5 if self.tty else 5.0)
+        self.group = f"minikafka-export-{uuid.uuid4().hex}"
+        self._saved_group: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="export-progress", daemon=True)
         self.start_time = time.monotonic()
 
     def __enter__(self) -> Progress:
-        self._thread.start()
+        self._saved_group = self.sc.getLocalProperty(_JOB_GROUP)
+        self.sc.setLocalProperty(_JOB_GROUP, self.group)  # this thread's jobs, until __exit__
+        if self.show:
+            self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.sc.setLocalProperty(_JOB_GROUP, self._saved_group)  # None clears it
+        if not self.show:
+            return
         self._stop.set()
         self._thread.join(timeout=5)
         if self.tty:
             self.out.write("\n")
             self.out.flush()
 
-    def _line(self) -> str | None:
+    def counts(self) -> tuple[int, int, int]:
+        """(tasks done, running, in all) of the jobs run inside this block so far."""
         tracker = self.sc.statusTracker()
         done = active = total = 0
-        for stage_id in tracker.getActiveStageIds():
-            info = tracker.getStageInfo(stage_id)
-            if info is None:
-                continue
-            done += info.numCompletedTasks
-            active += info.numActiveTasks
-            total += info.numTasks
+        for job_id in tracker.getJobIdsForGroup(self.group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                info = tracker.getStageInfo(stage_id)
+                if info is None:  # a stage that never ran (its output was reused)
+                    continue
+                done += info.numCompletedTasks
+                active += info.numActiveTasks
+                total += info.numTasks
+        return done, active, total
+
+    def _line(self) -> str | None:
+        done, active, total = self.counts()
         if total == 0:
             return None
         pct = 100.0 * done / total
@@ -198,6 +230,33 @@ def pinned_options(opts: dict[str, str], ranges: list[Any]) -> dict[str, str]:
     return out
 
 
+def check_topics(read_opts: ReadOptions, ranges: list[PartitionRange]) -> None:
+    """Refuse, before Spark starts, to export topics the data directory does not hold, or a
+    directory with no topics: the read would be empty, which on the command line is a mistake to
+    report (with the topics there are), not an empty output to write."""
+    from minikafka.spark_export.errors import ExportOptionError
+    from minikafka.spark_export.layout import list_partitions
+
+    found = {rng.tp[0] for rng in ranges}
+    missing = [t for t in read_opts.subscribe or () if t not in found]
+    if found and not missing:
+        return
+    topics = sorted({p.topic for p in list_partitions(read_opts.storage.files()) if not p.is_internal})
+    if not topics:
+        raise ExportOptionError(f"{read_opts.path} holds no topics")
+    if missing:
+        close = [c for t in missing for c in difflib.get_close_matches(t, topics, n=1)]
+        named = f"no topic named {missing[0]}" if len(missing) == 1 else f"no topics named {', '.join(missing)}"
+        problem = f"{named} in {read_opts.path}" + (
+            f" (did you mean {' or '.join(close)}?)" if close else "")
+    elif read_opts.subscribe_pattern is not None:
+        problem = f"no topic in {read_opts.path} matches {read_opts.subscribe_pattern!r}"
+    else:
+        problem = f"the options select no partition of {read_opts.path}"
+    shown = ", ".join(topics[:20]) + (f" and {len(topics) - 20} more" if len(topics) > 20 else "")
+    raise ExportOptionError(f"{problem}; its topics are {shown}")
+
+
 def missing_spark_extra() -> str | None:
     """The first package of the ``spark`` extra that cannot be imported, or None."""
     for module in ("numpy", "pyarrow", "pyspark.sql.datasource"):
@@ -236,6 +295,7 @@ def run_export(args: argparse.Namespace) -> int:
         opts = source_options(args)
         read_opts = parse_options({**opts, "path": args.data_dir})
         ranges, parts = plan_read(read_opts)
+        check_topics(read_opts, ranges)
     except (ExportOptionError, ValueError, FileNotFoundError, StorageError) as exc:
         err.write(f"minikafka export: {exc}\n")
         return 2
@@ -248,7 +308,8 @@ def run_export(args: argparse.Namespace) -> int:
     nbytes = sum(s.end_position - s.start_position for s in slices)
     partitions = len({(s.topic, s.partition) for s in slices})
     offsets = sum(s.end_offset - s.start_offset for s in slices)
-    err.write(f"[export] {args.data_dir}: {partitions} partitions, {len(slices)} slices in {len(parts)} tasks, "
+    tasks = len(parts) or 1  # Spark reads a source that plans no input partition with one empty task
+    err.write(f"[export] {args.data_dir}: {partitions} partitions, {len(slices)} slices in {tasks} tasks, "
               f"{_human(nbytes)}, up to {offsets} records -> {args.out} ({args.format})\n")
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -278,13 +339,12 @@ def run_export(args: argparse.Namespace) -> int:
             writer = writer.option("header", "true")
         if args.partition_by:
             writer = writer.partitionBy(*args.partition_by)
-        if args.no_progress:
+        with Progress(spark.sparkContext, err, show=not args.no_progress) as progress:
             writer.format(args.format).save(args.out)
-        else:
-            with Progress(spark.sparkContext, err):
-                writer.format(args.format).save(args.out)
         elapsed = time.monotonic() - started
-        summary = f"[export] done in {elapsed:.1f} s ({_human(nbytes / elapsed if elapsed else 0)}/s of segments)"
+        done, _, total = progress.counts()
+        summary = (f"[export] done in {elapsed:.1f} s, {done}/{total} tasks "
+                   f"({_human(nbytes / elapsed if elapsed else 0)}/s of segments)")
         if args.format == "parquet":
             summary += f", {spark.read.parquet(args.out).count()} records in the output"
         err.write(summary + "\n")

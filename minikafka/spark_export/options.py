@@ -23,10 +23,16 @@ Others: ``failOnDataLoss`` (default true), ``minPartitions``, ``maxRecordsPerPar
 sequence, isTransactional) and ``maxBytesPerPartition`` (default 1 GiB: the segments of a
 partition are packed into input partitions of at most this many bytes, and a larger segment is
 split at offset-index entries; see :mod:`.planner`).
+
+Any other name is refused, with the names it is close to: a misspelt ``subscribe`` would otherwise
+read every topic. Accepted without effect, so that a query written for Spark's Kafka source runs
+unchanged: that source's consumer settings (``kafka.*`` other than ``kafka.isolation.level``, which
+is honoured, and :data:`IGNORED`), which a read of files has no use for.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -34,13 +40,51 @@ from dataclasses import dataclass
 from typing import Any
 
 from minikafka.spark_export.errors import ExportOptionError
-from minikafka.spark_export.files import Storage
+from minikafka.spark_export.files import S3_OPTIONS, Storage
 
 EARLIEST = -2
 LATEST = -1
 DEFAULT_MAX_BYTES_PER_PARTITION = 1 << 30
 
 TopicPartition = tuple[str, int]
+
+#: The options the reader honours, as documented: Spark's Kafka source names, the extensions, and
+#: ``path``, which Spark sets from ``load(path)``. The S3 connection options are added below.
+OPTIONS = (
+    "subscribe", "subscribePattern", "assign",
+    "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
+    "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "maxOffsetsPerTrigger", "includeHeaders",
+    "includeProducerFields", "maxBytesPerPartition", "isolationLevel", "kafka.isolation.level", "path",
+)
+#: Spark's Kafka source options that tune its consumer and the broker round trips a read of files
+#: does not make: accepted and ignored, like every other ``kafka.*`` consumer setting.
+IGNORED = ("kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix")
+#: Names Spark's Kafka source (or Spark itself) takes that this reader refuses, and why.
+UNSUPPORTED = {
+    "minoffsetspertrigger": "minOffsetsPerTrigger is not supported: every trigger reads what is there, up to "
+                            "maxOffsetsPerTrigger",
+    "maxtriggerdelay": "maxTriggerDelay is not supported (it goes with minOffsetsPerTrigger, which is not)",
+    "paths": "the minikafka source reads one data directory: load() takes one path",
+}
+_KNOWN = {name.lower(): name for name in (*OPTIONS, *IGNORED, *S3_OPTIONS)}
+
+
+def check_option_names(options: Mapping[str, str]) -> None:
+    """Refuse names the reader does not know (keys in lower case, as Spark passes them), each
+    with the known names it is close to."""
+    for key in options:
+        if key in UNSUPPORTED:
+            raise ExportOptionError(UNSUPPORTED[key])
+    unknown = sorted(k for k in options if k not in _KNOWN and not k.startswith("kafka."))
+    if not unknown:
+        return
+    described = []
+    for key in unknown:
+        close = [_KNOWN[c] for c in difflib.get_close_matches(key, _KNOWN, n=3, cutoff=0.75)]
+        described.append(f"{key!r} (did you mean {' or '.join(close)}?)" if close else repr(key))
+    raise ExportOptionError(f"unknown option{'s' if len(unknown) > 1 else ''} for the minikafka source: "
+                            f"{', '.join(described)}; its options are listed in docs/spark.md#options")
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,10 +246,23 @@ def column_options(raw: Mapping[str, Any]) -> tuple[bool, bool]:
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
+def _isolation_level(options: Mapping[str, str]) -> str:
+    """``isolationLevel``, or Spark's Kafka source's way to say it, ``kafka.isolation.level``."""
+    given = {name: options[name.lower()].strip().lower() for name in ("isolationLevel", "kafka.isolation.level")
+             if name.lower() in options}
+    for name, value in given.items():
+        if value not in ISOLATION_LEVELS:
+            raise ExportOptionError(f"{name} must be 'read_uncommitted' or 'read_committed', got {value!r}")
+    if len(set(given.values())) > 1:
+        raise ExportOptionError(f"isolationLevel and kafka.isolation.level disagree: {given}")
+    return next(iter(given.values()), "read_uncommitted")
+
+
 def parse_options(raw: Mapping[str, Any], streaming: bool = False) -> ReadOptions:
     """Check and convert a data source's options (keys in any case); ``streaming`` for
     ``spark.readStream``, where ``startingOffsets`` may be ``latest`` and ending options are refused."""
     options = {str(k).lower(): str(v) for k, v in raw.items() if v is not None}
+    check_option_names(options)
     path = options.get("path")
     if not path:
         raise ExportOptionError('a data directory is required: spark.read.format("minikafka").load("<data-dir>")')
@@ -241,9 +298,7 @@ def parse_options(raw: Mapping[str, Any], streaming: bool = False) -> ReadOption
             raise ExportOptionError(f"ending offset not valid in streaming queries: {given[0]}")
     else:
         _check_batch_limits(starting, ending)
-    isolation = options.get("isolationlevel", "read_uncommitted").strip().lower()
-    if isolation not in ISOLATION_LEVELS:
-        raise ExportOptionError(f"isolationLevel must be 'read_uncommitted' or 'read_committed', got {isolation!r}")
+    isolation = _isolation_level(options)
 
     strategy = options.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
     if strategy not in ("error", "latest"):
