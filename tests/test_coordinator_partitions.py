@@ -135,12 +135,20 @@ def test_an_unloaded_transaction_partition_answers_not_coordinator_until_it_is_l
             pid, epoch, TxnState.ONGOING, {(T, 0)})
 
 
-def test_load_and_unload_refuse_a_partition_the_topic_does_not_have(gbroker: BrokerThread) -> None:
-    groups = gbroker.broker.groups
-    assert groups is not None
+def test_load_refuses_a_partition_the_topic_does_not_have_or_that_is_already_loaded(gbroker: BrokerThread
+                                                                                      ) -> None:
+    groups, transactions = gbroker.broker.groups, gbroker.broker.transactions
+    assert groups is not None and transactions is not None
     with pytest.raises(ValueError, match="partition 1 is not one of the 1 partition"):
         gbroker.call(groups.load_partition, 1)
     assert gbroker.call(groups.unload_partition, 1) == 0
+    with pytest.raises(ValueError, match="__consumer_offsets-0 is already loaded"):
+        gbroker.call(groups.load_partition, 0)
+    with pytest.raises(ValueError, match="__transaction_state-0 is already loaded"):
+        gbroker.call(transactions.load_partition, 0)
+    with RawClient(gbroker.bootstrap) as c:  # both still serve their keys
+        assert find_coordinator(c, "g", GROUP) == [NONE] * 2
+        assert init_pid(c, "txn").error_code == NONE
 
 
 # ============================================================================ transaction state transitions

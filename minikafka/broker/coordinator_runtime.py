@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -65,7 +65,11 @@ class CoordinatorPartitions:
             raise ValueError(f"partition {partition} is not one of the {self.count} partition(s)")
 
     def begin_loading(self, partition: int) -> None:
+        """Mark ``partition`` loading; ValueError when it is not a partition of the topic or is
+        already served here (unload it first: a second replay would duplicate its state)."""
         self.check(partition)
+        if partition in self._states:
+            raise ValueError(f"{self.topic}-{partition} is already {self._states[partition].value}")
         self._states[partition] = PartitionState.LOADING
 
     def finish_loading(self, partition: int) -> bool:
@@ -88,6 +92,14 @@ class CoordinatorPartitions:
     def serves(self, key: str) -> bool:
         """Whether this broker coordinates ``key`` (its partition loaded or loading here)."""
         return self.partition_of(key) in self._states
+
+    def store_of(self, stores: Mapping[int, T], key: str) -> T:
+        """The store (one of ``stores``, by partition) of ``key``'s partition; KafkaError
+        NOT_COORDINATOR when that partition is not loaded here."""
+        store = stores.get(self.partition_of(key))
+        if store is None:
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"{key!r} is not coordinated here ({self.topic})")
+        return store
 
     def served(self) -> list[int]:
         """The partitions loaded or loading here."""

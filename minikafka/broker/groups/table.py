@@ -52,10 +52,7 @@ class GroupTable:
 
     def store_of(self, group_id: str) -> OffsetStore:
         """The store of the group's partition; KafkaError(NOT_COORDINATOR) when it is not loaded."""
-        store = self.stores.get(self.partitions.partition_of(group_id))
-        if store is None:
-            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"group {group_id!r} is not served here")
-        return store
+        return self.partitions.store_of(self.stores, group_id)
 
     def store_group_quietly(self, group: Group) -> None:
         """Store the group's metadata; a failure is only logged (nobody waits for this write)."""

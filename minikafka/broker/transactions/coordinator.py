@@ -149,10 +149,7 @@ class TransactionCoordinator:
         return len(doomed)
 
     def _store_of(self, transactional_id: str) -> TxnStateLog:
-        store = self.stores.get(self.partitions.partition_of(transactional_id))
-        if store is None:
-            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"transactional id {transactional_id!r} is not served here")
-        return store
+        return self.partitions.store_of(self.stores, transactional_id)
 
     def _is_current(self, meta: TxnMetadata) -> bool:
         """Whether ``meta`` is still coordinated here (not closed, its partition not unloaded)."""
