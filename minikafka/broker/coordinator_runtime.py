@@ -101,9 +101,8 @@ class CoordinatorPartitions:
             raise KafkaError(ErrorCode.NOT_COORDINATOR, f"{key!r} is not coordinated here ({self.topic})")
         return store
 
-    def served(self) -> list[int]:
-        """The partitions loaded or loading here."""
-        return sorted(self._states)
+    def any_loading(self) -> bool:
+        return PartitionState.LOADING in self._states.values()
 
     def error_for(self, key: str) -> int | None:
         """None when the partition of ``key`` is loaded here; else what a request for it gets."""

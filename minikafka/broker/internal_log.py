@@ -179,11 +179,7 @@ class InternalLog:
         is the setting ``segment_setting``; with ``--fsync`` its changes wait for ``flusher``."""
         flush = flusher.flush if config.fsync else None
         configs = internal_topic_configs(config.get(segment_setting))
-
-        def make(partition: int) -> Self:
-            return cls(logs, partition, now_ms, configs, flush)
-
-        return make
+        return lambda partition: cls(logs, partition, now_ms, configs, flush)
 
     def _open(self) -> PartitionStorage:
         plog = open_internal_log(self._logs, self.topic, self.partition, self._topic_configs)

@@ -13,6 +13,7 @@ from minikafka.broker.internal_records import append_error
 from minikafka.errors import ErrorCode, KafkaError
 
 from .group import Group, GroupState
+from .offset_store import OffsetStore
 from .table import GroupTable
 
 log = logging.getLogger("minikafka.groups")
@@ -35,7 +36,7 @@ class GroupAdmin:
         """(error, [(group id, protocol type, state)]) for groups passing the (case-insensitive) filters."""
         if not self._table.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        if any(self._table.partitions.is_loading(p) for p in self._table.partitions.served()):
+        if self._table.partitions.any_loading():
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
@@ -61,7 +62,7 @@ class GroupAdmin:
     async def delete_groups(self, group_ids: list[str | None]) -> dict[str | None, int]:
         table = self._table
         results: dict[str | None, int] = {}
-        deleted = set()
+        deleted: set[OffsetStore] = set()
         for group_id in group_ids:
             if group_id in results:
                 continue

@@ -514,7 +514,7 @@ class TransactionCoordinator:
         partition loads, as Kafka answers."""
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, [], []
-        if any(self.partitions.is_loading(p) for p in self.partitions.served()):
+        if self.partitions.any_loading():
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [], []
         states: set[TxnState] = set()
         unknown: list[str] = []
