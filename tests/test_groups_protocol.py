@@ -776,7 +776,7 @@ def test_committed_offsets_expire_after_retention_as_kafka_expires_them(gbroker:
             def run() -> None:
                 with clock_ahead(broker, offset_ms):
                     assert broker.groups is not None
-                    broker.groups._expire_offsets()
+                    broker.groups.offsets.expire_offsets()
             gbroker.call(run)
 
         expire_at(2000)  # only the explicit 1 s retention has passed

@@ -452,7 +452,7 @@ def test_state_log_compaction_keeps_every_id(start_broker: Callable[..., BrokerT
             for _ in range(4):
                 init_pid(client, f"c-{i}")
         pid, epoch = begin(client, "c-open")
-        store = coordinator(broker).store
+        store = coordinator(broker).stores[0]
         broker.call(store.compact)
         batches = stored_batches(client, "__transaction_state")
         assert sum(len(b.records) for b in batches) == 6  # one live record per id
@@ -474,7 +474,7 @@ def test_offsets_log_compaction_keeps_pending_transactional_offsets(start_broker
         assert add_offsets(client, "keeps", pid, epoch, "gc") == 0
         assert txn_offset_commit(client, "keeps", "gc", pid, epoch, {(T, 0): 9}) == {(T, 0): 0}
         before = len(stored_batches(client, OFFSETS))
-        broker.call(broker.broker.groups.store.compact)  # refuses: the pending batch must stay
+        broker.call(broker.broker.groups.table.store_of("gc").compact)  # refuses: the pending batch must stay
         assert len(stored_batches(client, OFFSETS)) == before
     broker.restart(clean=False)
     with RawClient(broker.bootstrap) as client:
@@ -482,7 +482,7 @@ def test_offsets_log_compaction_keeps_pending_transactional_offsets(start_broker
         assert end_txn(client, "keeps", pid, epoch, commit=True) == 0
         wait_state(broker, "keeps", S.COMPLETE_COMMIT)
         assert offset_fetch(client, "gc", (T, 0), require_stable=True) == (9, 0)
-        broker.call(broker.broker.groups.store.compact)  # nothing pending any more
+        broker.call(broker.broker.groups.table.store_of("gc").compact)  # nothing pending any more
         assert offset_fetch(client, "gc", (T, 1)) == (4, 0)
     broker.restart(clean=False)
     with RawClient(broker.bootstrap) as client:

@@ -2,10 +2,12 @@
 
 ``__consumer_offsets`` (committed offsets, :mod:`minikafka.broker.groups.offset_store`) and
 ``__transaction_state`` (transactional ids, :mod:`minikafka.broker.transactions.state_log`) are
-both key/value logs replayed at start-up, where the last record of a key wins and a null value
-deletes it. Both are ``cleanup.policy=compact`` topics, which the log cleaner
-(:mod:`minikafka.storage.cleaner`) cleans like any other; each also keeps its own log bounded, so
-that replay stays short when ``log.cleaner.enable`` is false or the cleaner lags behind: when the
+both key/value logs replayed when their coordinator loads a partition (at start-up, one partition
+after the other), where the last record of a key wins and a null value deletes it. A store works
+on one partition, through the storage facade (:mod:`minikafka.storage.facade`). Both are
+``cleanup.policy=compact`` topics, which the log cleaner (:mod:`minikafka.storage.cleaner`) cleans
+like any other; each also keeps its own log bounded, so that replay stays short when
+``log.cleaner.enable`` is false or the cleaner lags behind: when the
 log holds more than ``COMPACT_FACTOR`` times as many records as there are live keys (and at
 least a minimum), it rolls a new segment, appends a copy of the live state there and moves the
 log start offset to the first record of that copy; the older segments are deleted. A crash at
@@ -18,14 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from minikafka._kafka_codec import quiet_kafka_imports
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage.batch import BatchHeader, split_batches
 from minikafka.storage.control import parse_marker
-from minikafka.storage.log import PartitionLog
-from minikafka.storage.log_manager import LogManager
+from minikafka.storage.facade import PartitionStorage, Storage
 
 with quiet_kafka_imports():  # kafka-python warns while it loads (see _kafka_codec)
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -41,6 +42,9 @@ COMPACT_FACTOR = 2
 #: Batch size limit while copying the live state during compaction.
 _COPY_BATCH_BYTES = 256 * 1024
 _READ_BYTES = 1 << 20
+
+#: Partitions of an internal topic this broker creates (one broker: one partition each).
+INTERNAL_TOPIC_PARTITIONS = 1
 
 Record = tuple[bytes, bytes | None]
 
@@ -62,21 +66,21 @@ def internal_topic_configs(segment_bytes: int) -> dict[str, str]:
             "segment.bytes": str(segment_bytes)}
 
 
-def open_internal_log(logs: LogManager, topic: str, configs: dict[str, str]) -> PartitionLog:
-    """Partition 0 of ``topic``, creating the topic (one partition) or restoring its settings.
+def open_internal_log(logs: Storage, topic: str, partition: int, configs: dict[str, str]) -> PartitionStorage:
+    """``partition`` of ``topic``, creating the topic or restoring its settings.
 
     Raises ``KafkaError(COORDINATOR_NOT_AVAILABLE)`` when the partition cannot be opened."""
     if topic not in logs.topics():
-        logs.create_topic(topic, 1, dict(configs))
+        logs.create_topic(topic, INTERNAL_TOPIC_PARTITIONS, dict(configs))
     else:
         current = logs.topics()[topic].configs
         missing = {k: v for k, v in configs.items() if k != "segment.bytes" and current.get(k) != v}
         if missing:
             log.warning("%s: setting %s (no time or size retention on an internal log)", topic, missing)
             logs.alter_topic_configs(topic, missing, incremental=True)
-    plog = logs.get_log(topic, 0)
+    plog = logs.get_log(topic, partition)
     if plog is None:
-        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-0 is offline")
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic}-{partition} is offline")
     return plog
 
 
@@ -90,7 +94,7 @@ class ReplayedBatch:
     commit: bool | None = None  # for a transaction marker: True for COMMIT, False for ABORT
 
 
-def replay(plog: PartitionLog) -> Iterator[ReplayedBatch]:
+def replay(plog: PartitionStorage) -> Iterator[ReplayedBatch]:
     """Every batch from the log start to the end; a read error ends the replay (logged)."""
     start = offset = plog.log_start_offset
     while offset < plog.log_end_offset:
@@ -122,12 +126,12 @@ def replay(plog: PartitionLog) -> Iterator[ReplayedBatch]:
             ])
 
 
-def should_compact(plog: PartitionLog, live_keys: int, min_records: int) -> bool:
+def should_compact(plog: PartitionStorage, live_keys: int, min_records: int) -> bool:
     total = plog.log_end_offset - plog.log_start_offset
     return total >= min_records and total > COMPACT_FACTOR * live_keys
 
 
-def rewrite_live(plog: PartitionLog, live: Iterable[Record], now_ms: int) -> int | None:
+def rewrite_live(plog: PartitionStorage, live: Iterable[Record], now_ms: int) -> int | None:
     """Copy ``live`` to a new segment and drop everything before it; the number of records
     before, or None when the compaction failed (the log stays as it was)."""
     before = plog.log_end_offset - plog.log_start_offset
@@ -152,28 +156,33 @@ def rewrite_live(plog: PartitionLog, live: Iterable[Record], now_ms: int) -> int
 
 
 class InternalLog:
-    """What an internal-log store holds: where its partition is, the clock, and the fsync to wait
-    for (``flush`` is given with ``--fsync``: changes are acknowledged once on disk)."""
+    """A store of one partition of an internal log: where the partition is, the clock, and the
+    fsync to wait for (``flush`` is given with ``--fsync``: changes are acknowledged once on disk)."""
 
-    def __init__(self, logs: LogManager, now_ms: Callable[[], int],
-                 topic_configs: dict[str, str], flush: Callable[[PartitionLog], Any] | None = None) -> None:
+    #: the internal topic the store's partition belongs to
+    topic: ClassVar[str]
+
+    def __init__(self, logs: Storage, partition: int, now_ms: Callable[[], int], topic_configs: dict[str, str],
+                 flush: Callable[[PartitionStorage], Any] | None = None) -> None:
         self._logs = logs
+        self.partition = partition
         self._now_ms = now_ms
         self._topic_configs = topic_configs
         self._flush = flush
-        self._log: PartitionLog | None = None
+        self._log: PartitionStorage | None = None
         self.skipped_records = 0
 
     @classmethod
-    def configured(cls, logs: LogManager, config: BrokerConfig, segment_setting: str,
-                   now_ms: Callable[[], int], flusher: Flusher) -> Self:
-        """The store of an internal log in ``logs`` whose segment size is the setting
-        ``segment_setting``; with ``--fsync`` its changes wait for ``flusher``."""
+    def factory(cls, logs: Storage, config: BrokerConfig, segment_setting: str, now_ms: Callable[[], int],
+                flusher: Flusher) -> Callable[[int], Self]:
+        """What makes the store of one partition of the internal log in ``logs`` whose segment size
+        is the setting ``segment_setting``; with ``--fsync`` its changes wait for ``flusher``."""
         flush = flusher.flush if config.fsync else None
-        return cls(logs, now_ms, internal_topic_configs(config.get(segment_setting)), flush)
+        configs = internal_topic_configs(config.get(segment_setting))
+        return lambda partition: cls(logs, partition, now_ms, configs, flush)
 
-    def _open(self, topic: str) -> PartitionLog:
-        plog = open_internal_log(self._logs, topic, self._topic_configs)
+    def _open(self) -> PartitionStorage:
+        plog = open_internal_log(self._logs, self.topic, self.partition, self._topic_configs)
         self._log = plog
         return plog
 

@@ -145,17 +145,18 @@ class Broker:
         self.logs.load()
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
-        offset_store = OffsetStore.configured(self.logs, self.config, "offsets.topic.segment.bytes", self.clock,
-                                              self.flusher)
-        self.groups = GroupCoordinator(self.config, offset_store, lambda: self.clock())
-        self.groups.start()
-        # --- transactions: coordinator state (loads __transaction_state, finishes Prepare* ones) ---
-        txn_state_log = TxnStateLog.configured(self.logs, self.config, "transaction.state.log.segment.bytes",
-                                               self.clock, self.flusher)
+        offset_stores = OffsetStore.factory(self.logs, self.config, "offsets.topic.segment.bytes", self.clock,
+                                            self.flusher)
+        self.groups = GroupCoordinator(self.config, offset_stores, lambda: self.clock())
+        await self.groups.start()
+        # --- transactions: coordinator state (loads __transaction_state, finishes Prepare* ones); its
+        # markers on __consumer_offsets decide the transactional offsets of the group coordinator ---
+        txn_state_logs = TxnStateLog.factory(self.logs, self.config, "transaction.state.log.segment.bytes",
+                                             self.clock, self.flusher)
         self.transactions = TransactionCoordinator(
-            self.config, txn_state_log, self.logs, lambda: self.clock(), self.producer_ids, self.flusher, self.groups)
-        self.groups.transactions = self.transactions
-        self.transactions.start()
+            self.config, txn_state_logs, self.logs, lambda: self.clock(), self.producer_ids, self.flusher,
+            on_offsets_marker=self.groups.offsets.complete_transaction)
+        await self.transactions.start()
         self.services = BrokerServices(
             config=self.config, node_id=self.node_id, storage=self.logs, groups=self.groups,
             transactions=self.transactions, producer_ids=self.producer_ids, clock=lambda: self.clock(),

@@ -12,7 +12,7 @@ of this interface; segments, indexes and the producer-state manager stay inside 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class Storage(Protocol):
 
     def get_log(self, topic: str, partition: int) -> PartitionStorage | None: ...
 
-    def all_logs(self) -> list[Any]: ...
+    def all_logs(self) -> Sequence[PartitionStorage]: ...
 
     def topic_config(self, name: str) -> dict[str, Any]: ...
 

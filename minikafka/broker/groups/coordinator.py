@@ -1,6 +1,9 @@
 """The group coordinator: Kafka's classic group protocol and the committed offsets.
 
-This broker coordinates every group. The state machine follows Kafka's classic coordinator:
+The coordinator serves the groups of the ``__consumer_offsets`` partitions it has loaded
+(:meth:`GroupCoordinator.load_partition`; all of them at start); a group of a partition still
+loading gets COORDINATOR_LOAD_IN_PROGRESS, one of a partition not served here NOT_COORDINATOR.
+The state machine follows Kafka's classic coordinator:
 
 - JoinGroup parks (a long poll) until the rebalance completes: when every known member has
   rejoined, or the rebalance timeout (the largest of the members') passes and the members that
@@ -16,8 +19,10 @@ This broker coordinates every group. The state machine follows Kafka's classic c
 - Static members (group.instance.id) that come back with a new member id replace the old one
   without a rebalance when the group is Stable; the old id is fenced (FENCED_INSTANCE_ID).
 
-Committing, fetching and expiring offsets are in :mod:`.offsets`; listing, describing and deleting
-groups in :mod:`.admin`.
+The coordinator owns its parts, built in its constructor around one
+:class:`~minikafka.broker.groups.table.GroupTable` (the groups and each partition's offset store):
+committing, fetching and expiring offsets (:attr:`GroupCoordinator.offsets`, :mod:`.offsets`);
+listing, describing and deleting groups (:attr:`GroupCoordinator.admin`, :mod:`.admin`).
 
 Timers are ``loop.call_later`` handles on the broker's event loop; every request handler and
 timer runs on that loop, so no locking is needed. Error codes and their precedence are Kafka's.
@@ -28,18 +33,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from minikafka.broker.coordinator_runtime import CoordinatorPartitions
+from minikafka.broker.internal_log import INTERNAL_TOPIC_PARTITIONS
+from minikafka.broker.internal_records import RecordFormatError, append_error, encodable
 from minikafka.errors import ErrorCode, KafkaError
 
 from .admin import GroupAdmin
 from .group import Group, GroupState, JoinResult, Member, SyncResult
 from .offset_store import OffsetStore
-from .offsets import GroupOffsets, store_error
-from .records import OFFSETS_TOPIC, RecordFormatError, encodable
+from .offsets import GroupOffsets
+from .records import OFFSETS_TOPIC
+from .table import GroupTable
 
 if TYPE_CHECKING:
-    from minikafka.broker.transactions import TransactionCoordinator
     from minikafka.config import BrokerConfig
 
 log = logging.getLogger("minikafka.groups")
@@ -50,128 +58,84 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 S = GroupState
 
 
-class GroupCoordinator(GroupOffsets, GroupAdmin):
-    """Every group of this broker and their committed offsets (see the module docstring); the offsets
-    (:class:`GroupOffsets`) and group administration (:class:`GroupAdmin`) are in their own modules."""
+class GroupCoordinator:
+    """The groups of the ``__consumer_offsets`` partitions this broker serves (see the module
+    docstring): the membership state machine here, the offsets and administration in the parts
+    it owns (:attr:`offsets`, :attr:`admin`)."""
 
-    def __init__(self, config: BrokerConfig, store: OffsetStore, clock: Callable[[], float]) -> None:
-        """``store`` is the (not yet loaded) ``__consumer_offsets`` store; ``clock`` the broker's clock."""
-        self._clock = clock
+    def __init__(self, config: BrokerConfig, stores: Callable[[int], OffsetStore], clock: Callable[[], float],
+                 partitions: int = INTERNAL_TOPIC_PARTITIONS) -> None:
+        """``stores`` makes the (not yet loaded) store of a partition of ``__consumer_offsets`` (of
+        ``partitions``); ``clock`` is the broker's clock."""
         self.min_session_ms = int(config.get("group.min.session.timeout.ms"))
         self.max_session_ms = int(config.get("group.max.session.timeout.ms"))
         self.max_size = int(config.get("group.max.size"))
         self.initial_delay_ms = int(config.get("group.initial.rebalance.delay.ms"))
-        self.retention_ms = int(config.get("offsets.retention.minutes")) * 60_000
-        self.retention_check_ms = int(config.get("offsets.retention.check.interval.ms"))
-        self.metadata_max_bytes = int(config.get("offset.metadata.max.bytes"))
-        self.groups: dict[str, Group] = {}
-        self.active = False
-        self.store = store
-        #: the transaction coordinator TxnOffsetCommit checks; set by the broker once it is built
-        #: (the two coordinators refer to each other)
-        self.transactions: TransactionCoordinator | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._expiry_timer: asyncio.TimerHandle | None = None
+        self.table = GroupTable(stores, partitions, clock)
+        self.offsets = GroupOffsets(
+            self.table, self._renew_session,
+            retention_ms=int(config.get("offsets.retention.minutes")) * 60_000,
+            retention_check_ms=int(config.get("offsets.retention.check.interval.ms")),
+            metadata_max_bytes=int(config.get("offset.metadata.max.bytes")))
+        self.admin = GroupAdmin(self.table)
 
-    def _now(self) -> int:
-        return int(self._clock())
+    @property
+    def groups(self) -> dict[str, Group]:
+        """Every group of the partitions loaded here, by id."""
+        return self.table.groups
+
+    @property
+    def active(self) -> bool:
+        return self.table.active
+
+    @property
+    def partitions(self) -> CoordinatorPartitions:
+        return self.table.partitions
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        assert self._loop is not None, "the coordinator is not started"
-        return self._loop
+        return self.table.tasks.loop
 
     # ================================================================== lifecycle
 
-    def start(self) -> None:
-        """Load the offsets log and the stored groups; called from the broker's loop at start."""
-        self._loop = asyncio.get_running_loop()
-        try:
-            stored = self.store.load()
-        except (KafkaError, OSError, ValueError) as exc:
-            log.error("the group coordinator is unavailable: cannot load %s: %s", OFFSETS_TOPIC, exc)
-            return
-        now = self._now()
-        for group_id, value in stored.items():
-            group = Group.from_stored(group_id, value, now)
-            self.groups[group_id] = group
-            for member in group.members.values():
-                self._schedule_expiration(group, member, member.session_timeout_ms)
-        for group_id in self.store.groups_with_offsets():
-            if group_id not in self.groups:
-                self.groups[group_id] = Group(group_id, S.EMPTY, now)
-        self.active = True
-        self._expiry_timer = self.loop.call_later(self.retention_check_ms / 1000, self._expire_offsets)
+    async def start(self) -> None:
+        """Load every partition of ``__consumer_offsets`` (one at a time, as a broker elected leader
+        of them would); the coordinator is unavailable when one cannot be loaded."""
+        self.table.tasks.start()
+        self.table.active = True
+        for partition in range(self.partitions.count):
+            if not await self.load_partition(partition):
+                log.error("the group coordinator is unavailable: cannot load %s", OFFSETS_TOPIC)
+                self.table.active = False
+                return
+        self.offsets.start(self.loop)
         log.info("group coordinator loaded %d group(s)", len(self.groups))
+
+    async def load_partition(self, partition: int) -> bool:
+        """Become the coordinator of the groups of ``partition`` (Kafka: ``onElection``): replay it
+        and restart the sessions of the stored members. Until the replay is done its groups answer
+        COORDINATOR_LOAD_IN_PROGRESS. False when it cannot be loaded (or was unloaded meanwhile)."""
+        with_members = await self.partitions.load(partition, lambda: self.table.load(partition))
+        for group in with_members or ():
+            for member in group.members.values():
+                self._renew_session(group, member)
+        return with_members is not None
+
+    def unload_partition(self, partition: int) -> int:
+        """Stop coordinating the groups of ``partition`` (Kafka: ``onResignation``): parked
+        JoinGroup/SyncGroup requests and every later request for them get NOT_COORDINATOR; their
+        committed offsets stay in the log for the next load. How many groups were unloaded."""
+        return self.table.unload(partition)
 
     def close(self) -> None:
         """Stop: parked JoinGroup/SyncGroup requests get NOT_COORDINATOR, timers are cancelled."""
         if not self.active:
             return
-        self.active = False
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
+        self.table.active = False
+        self.offsets.close()
         for group in self.groups.values():
-            self._cancel_group_timers(group)
-            for member in list(group.members.values()):
-                group.maybe_invoke_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
-                group.maybe_invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
-                member.cancel_timer()
-        for task in list(self._tasks):
-            task.cancel()
-
-    @staticmethod
-    def _cancel_group_timers(group: Group) -> None:
-        for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
-            if timer is not None:
-                timer.cancel()
-        group.join_timer = group.sync_timer = None
-
-    def _spawn(self, coro: Any) -> None:
-        task = self.loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _after_durable(self, action: Callable[[int], None]) -> None:
-        """Run ``action(error)`` once what was just appended is durable (at once without --fsync)."""
-        if not self.store.fsync:
-            action(ErrorCode.NONE)
-            return
-
-        async def run() -> None:
-            try:
-                await self.store.sync()
-            except Exception as exc:
-                log.error("fsync of %s failed: %s", OFFSETS_TOPIC, exc)
-                action(ErrorCode.NOT_COORDINATOR)
-                return
-            action(ErrorCode.NONE)
-
-        self._spawn(run())
-
-    # ================================================================== validation
-
-    def _check(self, group_id: str | None, allow_empty: bool) -> int | None:
-        if group_id is None or (not allow_empty and group_id == "") or not encodable(group_id):
-            return ErrorCode.INVALID_GROUP_ID
-        if not self.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return None
-
-    @staticmethod
-    def _validate_member(group: Group, member_id: str, instance_id: str | None) -> int | None:
-        if instance_id is not None:
-            current = group.static_members.get(instance_id)
-            if current is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                log.info("group %r: member %r of instance %r is fenced by member %r", group.group_id, member_id,
-                         instance_id, current)
-                return ErrorCode.FENCED_INSTANCE_ID
-        if not group.has(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
+            group.shut(ErrorCode.NOT_COORDINATOR)
+        self.table.tasks.cancel_all()
 
     # ================================================================== JoinGroup
 
@@ -181,7 +145,7 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
                    protocols: list[tuple[str, bytes]], reason: str | None = None) -> asyncio.Future[JoinResult]:
         """A future that completes with the JoinGroup response (maybe only after a rebalance)."""
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        error = self._check(group_id, allow_empty=False)
+        error = self.table.check(group_id, allow_empty=False)
         if error is None and not (self.min_session_ms <= session_timeout_ms <= self.max_session_ms):
             error = ErrorCode.INVALID_SESSION_TIMEOUT
         if error is None and not all(encodable(s) for s in (member_id, instance_id, protocol_type,
@@ -197,9 +161,9 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
             if not unknown:
                 fut.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
                 return fut
-            group = self.groups[group_id] = Group(group_id, S.EMPTY, self._now())
+            group = self.table.create(group_id)
         why = f"client reason: {reason or 'not provided'}"
-        if not self._accept_joining_member(group, member_id):
+        if not group.accepts_joining(member_id, self.max_size):
             removed = group.remove(member_id)
             if removed is not None:
                 group.maybe_invoke_join(removed, JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, ""))
@@ -214,14 +178,6 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
         if group.is_(S.PREPARING_REBALANCE):
             self._try_complete_join(group)
         return fut
-
-    def _accept_joining_member(self, group: Group, member_id: str) -> bool:
-        if group.state in (S.EMPTY, S.DEAD):
-            return True
-        if group.is_(S.PREPARING_REBALANCE):
-            member = group.members.get(member_id)
-            return (member is not None and member.awaiting_join) or group.num_awaiting_join < self.max_size
-        return group.has(member_id) or group.size < self.max_size
 
     def _new_member_join(self, group: Group, fut: asyncio.Future[JoinResult], instance_id: str | None,
                          require_known_member_id: bool, support_skip: bool, client_id: str, client_host: str,
@@ -269,7 +225,7 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
             self._add_member_and_rebalance(group, fut, member_id, None, client_id, client_host,
                                            rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, why)
             return
-        error = self._validate_member(group, member_id, instance_id)
+        error = group.validate_member(member_id, instance_id)
         if error is not None:
             fut.set_result(JoinResult(error, member_id))
             return
@@ -280,7 +236,7 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
         elif group.is_(S.COMPLETING_REBALANCE):
             if member.matches(protocols):
                 # the member lost our JoinGroup response: send it again
-                fut.set_result(self._join_result(group, member))
+                fut.set_result(group.join_result(member))
             else:
                 self._update_member_and_rebalance(group, member, fut, protocols, rebalance_timeout_ms,
                                                   session_timeout_ms, f"member {member_id} changed metadata; {why}")
@@ -289,18 +245,9 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
                 self._update_member_and_rebalance(group, member, fut, protocols, rebalance_timeout_ms,
                                                   session_timeout_ms, f"member {member_id} rejoins; {why}")
             else:
-                fut.set_result(self._join_result(group, member, with_members=False))
+                fut.set_result(group.join_result(member, with_members=False))
         else:  # Empty: the member id is stale
             fut.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
-
-    def _join_result(self, group: Group, member: Member, with_members: bool = True,
-                     leader_id: str | None = None, skip_assignment: bool = False) -> JoinResult:
-        return JoinResult(
-            ErrorCode.NONE, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
-            (group.leader_id or "") if leader_id is None else leader_id,
-            group.current_member_metadata() if with_members and group.is_leader(member.member_id) else [],
-            skip_assignment,
-        )
 
     def _add_member_and_rebalance(self, group: Group, fut: asyncio.Future[JoinResult], member_id: str,
                                   instance_id: str | None, client_id: str, client_host: str,
@@ -327,7 +274,7 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
                               session_timeout_ms: int, support_skip: bool, why: str) -> None:
         current_leader = group.leader_id or ""
         member = group.replace_static_member(instance_id, old_id, new_id)
-        self._schedule_expiration(group, member, member.session_timeout_ms)
+        self._renew_session(group, member)
         old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, fut)
         if group.is_(S.STABLE):
@@ -336,15 +283,16 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
                 return
             generation = group.generation_id
             try:
-                self.store.store_group(group.group_id, group.to_stored())
+                store = self.table.store_of(group.group_id)
+                store.store_group(group.group_id, group.to_stored())
             except (KafkaError, RecordFormatError) as exc:
                 log.warning("group %r: cannot store the replaced static member %r: %s", group.group_id,
                             instance_id, exc)
-                group.maybe_invoke_join(member, JoinResult(store_error(exc), "", generation, group.protocol_type,
+                group.maybe_invoke_join(member, JoinResult(append_error(exc), "", generation, group.protocol_type,
                                                            group.protocol_name, current_leader))
                 group.update_member(member, *old, None)
                 group.replace_static_member(instance_id, new_id, old_id)
-                self._schedule_expiration(group, member, member.session_timeout_ms)
+                self._renew_session(group, member)
                 return
 
             def respond(error: int) -> None:
@@ -353,16 +301,16 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
                 elif support_skip:
                     # v9+: the leader learns it leads but skips the assignor; the group stays as it is
                     leader = group.is_leader(member.member_id)
-                    group.maybe_invoke_join(member, self._join_result(group, member, with_members=leader,
+                    group.maybe_invoke_join(member, group.join_result(member, with_members=leader,
                                                                       skip_assignment=leader))
                 else:
                     # older versions: answer with the old leader id, so the member acts as a follower
-                    group.maybe_invoke_join(member, self._join_result(group, member, with_members=False,
+                    group.maybe_invoke_join(member, group.join_result(member, with_members=False,
                                                                       leader_id=current_leader))
 
             log.info("group %r: static member %r rejoined without a rebalance (generation %d)", group.group_id,
                      instance_id, generation)
-            self._after_durable(respond)
+            self.table.after_durable(store, respond)
         elif group.is_(S.COMPLETING_REBALANCE):
             # the leader may be assigning to the old member id: rebalance again
             self._prepare_rebalance(group, f"static member {instance_id} rejoined during CompletingRebalance")
@@ -377,11 +325,11 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
     def _prepare_rebalance(self, group: Group, why: str) -> None:
         if group.is_(S.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        self._remove_sync_expiration(group)
+        group.clear_pending_sync()
         if group.join_timer is not None:
             group.join_timer.cancel()
         initial = group.is_(S.EMPTY)
-        group.transition_to(S.PREPARING_REBALANCE, self._now())
+        group.transition_to(S.PREPARING_REBALANCE, self.table.now())
         log.info("group %r: preparing to rebalance from generation %d (%s)", group.group_id, group.generation_id, why)
         if initial:
             delay = self.initial_delay_ms
@@ -431,39 +379,20 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
             log.error("group %r: no member rejoined; waiting another rebalance timeout", group.group_id)
             group.join_timer = self.loop.call_later(group.rebalance_timeout_ms / 1000, self._on_join_timer, group)
             return
-        group.init_next_generation(self._now())
+        group.init_next_generation(self.table.now())
         if group.is_(S.EMPTY):
             log.info("group %r: generation %d is empty", group.group_id, group.generation_id)
-            self._store_group_quietly(group)
+            self.table.store_group_quietly(group)
             return
         log.info("group %r: generation %d with %d member(s), protocol %r, leader %r", group.group_id,
                  group.generation_id, group.size, group.protocol_name, group.leader_id)
         for member in list(group.members.values()):
-            group.maybe_invoke_join(member, self._join_result(group, member))
-            self._schedule_expiration(group, member, member.session_timeout_ms)
+            group.maybe_invoke_join(member, group.join_result(member))
+            self._renew_session(group, member)
             member.is_new = False
             group.pending_sync.add(member.member_id)
         group.sync_timer = self.loop.call_later(group.rebalance_timeout_ms / 1000, self._on_sync_timer, group,
                                                 group.generation_id)
-
-    def _store_group_quietly(self, group: Group) -> None:
-        try:
-            self.store.store_group(group.group_id, group.to_stored())
-        except (KafkaError, RecordFormatError) as exc:
-            log.warning("group %r: cannot store metadata of generation %d: %s", group.group_id,
-                        group.generation_id, exc)
-
-    def _remove_sync_expiration(self, group: Group) -> None:
-        group.pending_sync.clear()
-        if group.sync_timer is not None:
-            group.sync_timer.cancel()
-            group.sync_timer = None
-
-    def _remove_pending_sync_member(self, group: Group, member_id: str) -> None:
-        group.pending_sync.discard(member_id)
-        if not group.pending_sync and group.sync_timer is not None:
-            group.sync_timer.cancel()
-            group.sync_timer = None
 
     def _on_sync_timer(self, group: Group, generation: int) -> None:
         group.sync_timer = None
@@ -491,9 +420,13 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
             result = SyncResult(ErrorCode(error), group.protocol_type if ok else None,
                                 group.protocol_name if ok else None, member.assignment)
             if group.maybe_invoke_sync(member, result):
-                self._schedule_expiration(group, member, member.session_timeout_ms)
+                self._renew_session(group, member)
 
     # ================================================================== sessions
+
+    def _renew_session(self, group: Group, member: Member) -> None:
+        """The member was heard from: its session timeout starts again."""
+        self._schedule_expiration(group, member, member.session_timeout_ms)
 
     def _schedule_expiration(self, group: Group, member: Member, timeout_ms: int) -> None:
         member.cancel_timer()
@@ -531,7 +464,7 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
                    protocol_type: str | None, protocol_name: str | None,
                    assignments: dict[str, bytes]) -> asyncio.Future[SyncResult]:
         fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        error = self._check(group_id, allow_empty=False)
+        error = self.table.check(group_id, allow_empty=False)
         group = self.groups.get(group_id) if error is None and group_id is not None else None
         if error is None and group is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID
@@ -539,7 +472,7 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
             if group.is_(S.DEAD):
                 error = ErrorCode.COORDINATOR_NOT_AVAILABLE
             else:
-                error = self._validate_member(group, member_id, instance_id)
+                error = group.validate_member(member_id, instance_id)
                 if error is None:
                     if generation_id != group.generation_id:
                         error = ErrorCode.ILLEGAL_GENERATION
@@ -556,15 +489,15 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
             return fut
         member = group.members[member_id]
         if group.is_(S.STABLE):
-            self._remove_pending_sync_member(group, member_id)
+            group.synced(member_id)
             fut.set_result(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment))
-            self._schedule_expiration(group, member, member.session_timeout_ms)
+            self._renew_session(group, member)
             return fut
         # CompletingRebalance
         if member.sync_future is not None and not member.sync_future.done():
             member.sync_future.set_result(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         member.sync_future = fut
-        self._remove_pending_sync_member(group, member_id)
+        group.synced(member_id)
         if group.is_leader(member_id):
             self._on_leader_assignment(group, member_id, assignments)
         return fut
@@ -578,10 +511,11 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
         assignment = {**assignments, **{m: b"" for m in missing}}
         log.info("group %r generation %d: assignment received from leader %r", group.group_id, generation, leader_id)
         try:
-            self.store.store_group(group.group_id, group.to_stored(assignment))
+            store = self.table.store_of(group.group_id)
+            store.store_group(group.group_id, group.to_stored(assignment))
         except (KafkaError, RecordFormatError) as exc:
             log.error("group %r: cannot store generation %d: %s", group.group_id, generation, exc)
-            self._reset_and_propagate_assignment_error(group, store_error(exc))
+            self._reset_and_propagate_assignment_error(group, append_error(exc))
             self._maybe_prepare_rebalance(group, "storing the group assignment failed")
             return
 
@@ -593,14 +527,14 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
                 self._maybe_prepare_rebalance(group, "storing the group assignment failed")
                 return
             self._set_and_propagate_assignment(group, assignment)
-            group.transition_to(S.STABLE, self._now())
+            group.transition_to(S.STABLE, self.table.now())
 
-        self._after_durable(complete)
+        self.table.after_durable(store, complete)
 
     # ================================================================== Heartbeat, LeaveGroup
 
     def heartbeat(self, group_id: str | None, member_id: str, instance_id: str | None, generation_id: int) -> int:
-        error = self._check(group_id, allow_empty=False)
+        error = self.table.check(group_id, allow_empty=False)
         if error is not None:
             return error
         group = self.groups.get(group_id or "")
@@ -608,7 +542,7 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(S.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_member(group, member_id, instance_id)
+        error = group.validate_member(member_id, instance_id)
         if error is not None:
             return error
         if generation_id != group.generation_id:
@@ -616,13 +550,13 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
         if group.is_(S.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
         member = group.members[member_id]
-        self._schedule_expiration(group, member, member.session_timeout_ms)
+        self._renew_session(group, member)
         return ErrorCode.REBALANCE_IN_PROGRESS if group.is_(S.PREPARING_REBALANCE) else ErrorCode.NONE
 
     def leave_group(self, group_id: str | None,
                     leaving: list[tuple[str, str | None, str | None]]) -> tuple[int, list[int]]:
         """``leaving`` is (member id, group instance id, reason) each; (group error, member errors)."""
-        error = self._check(group_id, allow_empty=False)
+        error = self.table.check(group_id, allow_empty=False)
         if error is not None:
             return error, []
         group = self.groups.get(group_id or "")
@@ -647,7 +581,7 @@ class GroupCoordinator(GroupOffsets, GroupAdmin):
                     self._try_complete_join(group)
                 errors.append(ErrorCode.NONE)
             else:
-                error = self._validate_member(group, member_id, instance_id)
+                error = group.validate_member(member_id, instance_id)
                 if error is None:
                     self._remove_member_and_update_group(group, group.members[member_id], why)
                     log.info("group %r: %s", group.group_id, why)

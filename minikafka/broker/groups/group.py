@@ -17,6 +17,7 @@ States (Kafka's):
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import uuid
 from collections import Counter
@@ -26,6 +27,8 @@ from enum import Enum
 from minikafka.errors import ErrorCode
 
 from .records import MemberIdentity, StoredGroup, StoredMember
+
+log = logging.getLogger("minikafka.groups")
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 #: The longest client id prefix put into a generated member id (Kafka strings have an int16 length).
@@ -339,6 +342,69 @@ class Group:
         except (ValueError, struct.error):
             return None
         return topics
+
+    def validate_member(self, member_id: str, instance_id: str | None) -> int | None:
+        """None when ``member_id`` (of static ``instance_id``) is a current member; else its error."""
+        if instance_id is not None:
+            current = self.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                log.info("group %r: member %r of instance %r is fenced by member %r", self.group_id, member_id,
+                         instance_id, current)
+                return ErrorCode.FENCED_INSTANCE_ID
+        if not self.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
+    def accepts_joining(self, member_id: str, max_size: int) -> bool:
+        """Whether ``member_id`` may join without the group growing past ``group.max.size``."""
+        if self.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if self.is_(GroupState.PREPARING_REBALANCE):
+            member = self.members.get(member_id)
+            return (member is not None and member.awaiting_join) or self.num_awaiting_join < max_size
+        return self.has(member_id) or self.size < max_size
+
+    def join_result(self, member: Member, with_members: bool = True, leader_id: str | None = None,
+                    skip_assignment: bool = False) -> JoinResult:
+        """The successful JoinGroup answer of ``member`` (the members' metadata only for the leader)."""
+        return JoinResult(
+            ErrorCode.NONE, member.member_id, self.generation_id, self.protocol_type, self.protocol_name,
+            (self.leader_id or "") if leader_id is None else leader_id,
+            self.current_member_metadata() if with_members and self.is_leader(member.member_id) else [],
+            skip_assignment,
+        )
+
+    def clear_pending_sync(self) -> None:
+        """No SyncGroup is awaited any more (a new rebalance begins)."""
+        self.pending_sync.clear()
+        if self.sync_timer is not None:
+            self.sync_timer.cancel()
+            self.sync_timer = None
+
+    def synced(self, member_id: str) -> None:
+        """``member_id`` sent its SyncGroup; the sync timer stops once every member has."""
+        self.pending_sync.discard(member_id)
+        if not self.pending_sync and self.sync_timer is not None:
+            self.sync_timer.cancel()
+            self.sync_timer = None
+
+    def cancel_timers(self) -> None:
+        """Cancel the group's rebalance timers (the members' session timers are their own)."""
+        for timer in (self.join_timer, self.sync_timer, *self.pending_members.values()):
+            if timer is not None:
+                timer.cancel()
+        self.join_timer = self.sync_timer = None
+
+    def shut(self, error: int) -> None:
+        """This coordinator no longer serves the group: parked JoinGroup and SyncGroup requests
+        get ``error`` and every timer stops."""
+        self.cancel_timers()
+        for member in list(self.members.values()):
+            self.maybe_invoke_join(member, JoinResult(ErrorCode(error), member.member_id))
+            self.maybe_invoke_sync(member, SyncResult(ErrorCode(error)))
+            member.cancel_timer()
 
     # ------------------------------------------------------------------ generations
 

@@ -1,9 +1,9 @@
 """Committed offsets and group metadata, kept durably in the internal log ``__consumer_offsets``.
 
 Why a log, as in Kafka: every change (a commit, a new generation, a deletion) is one record
-batch appended to partition 0 of ``__consumer_offsets`` with Kafka's key/value schemas
-(:mod:`minikafka.broker.groups.records`), and the state is rebuilt at start by replaying the log
-from its start offset: the last record of a key wins and a null value deletes it. Because each
+batch appended to the group's partition of ``__consumer_offsets`` with Kafka's key/value schemas
+(:mod:`minikafka.broker.groups.records`), and the state of a partition is rebuilt when the
+coordinator loads it, by replaying the partition from its start offset: the last record of a key wins and a null value deletes it. Because each
 change is a single batch, it is atomic: the partition log's crash recovery truncates a torn
 batch, so a restart sees either the whole commit or none of it, never half of one. With
 ``--fsync`` the store awaits the fsync before a change is acknowledged, as produce does.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from minikafka.broker.internal_log import (
     InternalLog,
@@ -38,16 +38,15 @@ from minikafka.broker.internal_log import (
     rewrite_live,
     should_compact,
 )
+from minikafka.broker.internal_records import RecordFormatError
 from minikafka.errors import ErrorCode, KafkaError
-from minikafka.storage.log import PartitionLog
-from minikafka.storage.log_manager import LogManager
+from minikafka.storage.facade import PartitionStorage, Storage
 
 from .records import (
     OFFSETS_TOPIC,
     CommittedOffset,
     GroupKey,
     OffsetKey,
-    RecordFormatError,
     StoredGroup,
     group_key,
     group_value,
@@ -76,11 +75,13 @@ class PendingOffset:
 
 
 class OffsetStore(InternalLog):
-    """The committed offsets of every group and the last stored metadata of each group."""
+    """The committed offsets and the last stored metadata of the groups of one partition."""
 
-    def __init__(self, logs: LogManager, now_ms: Callable[[], int],
-                 topic_configs: dict[str, str], flush: Callable[[PartitionLog], Any] | None = None) -> None:
-        super().__init__(logs, now_ms, topic_configs, flush)
+    topic: ClassVar[str] = OFFSETS_TOPIC
+
+    def __init__(self, logs: Storage, partition: int, now_ms: Callable[[], int], topic_configs: dict[str, str],
+                 flush: Callable[[PartitionStorage], Any] | None = None) -> None:
+        super().__init__(logs, partition, now_ms, topic_configs, flush)
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._group_values: dict[str, bytes] = {}
         #: producer id -> group -> partition -> pending transactional offset
@@ -89,10 +90,10 @@ class OffsetStore(InternalLog):
     # ------------------------------------------------------------------ loading
 
     def load(self) -> dict[str, StoredGroup]:
-        """Open (creating if needed) the offsets log and replay it; the stored groups by id.
+        """Open (creating if needed) the partition and replay it; the stored groups by id.
 
-        Raises ``KafkaError(COORDINATOR_NOT_AVAILABLE)`` when the log cannot be opened."""
-        plog = self._open(OFFSETS_TOPIC)
+        Raises ``KafkaError(COORDINATOR_NOT_AVAILABLE)`` when the partition cannot be opened."""
+        plog = self._open()
         groups: dict[str, StoredGroup] = {}
         count = 0
         for batch in replay(plog):
@@ -112,9 +113,9 @@ class OffsetStore(InternalLog):
                     self._apply_pending(header.producer_id, key, value, offset)
                 else:
                     self._apply(key, value, groups)
-        log.info("loaded %d offset(s) of %d group(s) and %d group record(s) from %d record(s) of %s-0%s",
+        log.info("loaded %d offset(s) of %d group(s) and %d group record(s) from %d record(s) of %s%s",
                  sum(len(v) for v in self._offsets.values()), len(self._offsets), len(groups), count,
-                 OFFSETS_TOPIC, f" ({self.skipped_records} unreadable record(s) skipped)"
+                 plog.name, f" ({self.skipped_records} unreadable record(s) skipped)"
                  if self.skipped_records else "")
         self._maybe_compact()
         return groups

@@ -1,7 +1,7 @@
 """The record schemas of ``__consumer_offsets``, byte-compatible with Kafka's.
 
-Every record key and value starts with an int16 schema version; strings are int16-length UTF-8,
-byte arrays int32-length, everything big-endian (Kafka's non-flexible encoding). Two key kinds:
+Keys and values use the encoding of :mod:`minikafka.broker.internal_records` (Kafka's
+non-flexible one, an int16 schema version first). Two key kinds:
 
 - offset commit, key version 1: ``group, topic, partition``; its value, ``OffsetCommitValue``
   version 3 (``offset, leader_epoch, metadata, commit_timestamp``) or version 1 when the commit
@@ -15,22 +15,14 @@ reads versions 0-3 of both values, so the log can be inspected with Kafka's own 
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
+
+from minikafka.broker.internal_records import Reader, RecordFormatError, Writer
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
 OFFSET_KEY_VERSIONS = (0, 1)
 GROUP_KEY_VERSION = 2
-_MAX_STRING = 32767
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-class RecordFormatError(ValueError):
-    """A key or value that does not follow the schemas above."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,55 +77,16 @@ class GroupKey:
 # --------------------------------------------------------------------------- encoding
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def i16(self, v: int) -> _Writer:
-        self.buf += _I16.pack(v)
-        return self
-
-    def i32(self, v: int) -> _Writer:
-        self.buf += _I32.pack(v)
-        return self
-
-    def i64(self, v: int) -> _Writer:
-        self.buf += _I64.pack(v)
-        return self
-
-    def string(self, v: str | None) -> _Writer:
-        if v is None:
-            return self.i16(-1)
-        data = v.encode("utf-8")
-        if len(data) > _MAX_STRING:
-            raise RecordFormatError(f"string of {len(data)} bytes is too long for the record schema")
-        self.i16(len(data))
-        self.buf += data
-        return self
-
-    def bytes_(self, v: bytes | None) -> _Writer:
-        if v is None:
-            return self.i32(-1)
-        self.i32(len(v))
-        self.buf += v
-        return self
-
-
-def encodable(text: str | None) -> bool:
-    """Whether ``text`` fits a schema string (int16 length)."""
-    return text is None or len(text.encode("utf-8")) <= _MAX_STRING
-
-
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return bytes(_Writer().i16(1).string(group).string(topic).i32(partition).buf)
+    return bytes(Writer().i16(1).string(group).string(topic).i32(partition).buf)
 
 
 def group_key(group: str) -> bytes:
-    return bytes(_Writer().i16(GROUP_KEY_VERSION).string(group).buf)
+    return bytes(Writer().i16(GROUP_KEY_VERSION).string(group).buf)
 
 
 def offset_value(c: CommittedOffset) -> bytes:
-    w = _Writer()
+    w = Writer()
     if c.expire_timestamp >= 0:
         w.i16(1).i64(c.offset).string(c.metadata).i64(c.commit_timestamp).i64(c.expire_timestamp)
     else:
@@ -142,7 +95,7 @@ def offset_value(c: CommittedOffset) -> bytes:
 
 
 def group_value(g: StoredGroup) -> bytes:
-    w = _Writer().i16(3).string(g.protocol_type).i32(g.generation).string(g.protocol).string(g.leader)
+    w = Writer().i16(3).string(g.protocol_type).i32(g.generation).string(g.protocol).string(g.leader)
     w.i64(g.state_timestamp).i32(len(g.members))
     for m in g.members:
         w.string(m.member_id).string(m.group_instance_id).string(m.client_id).string(m.client_host)
@@ -153,49 +106,8 @@ def group_value(g: StoredGroup) -> bytes:
 # --------------------------------------------------------------------------- decoding
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError("record ends early")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def i64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def string(self) -> str | None:
-        n = self.i16()
-        if n == -1:
-            return None
-        try:
-            return self._take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError("string is not UTF-8") from exc
-
-    def required_string(self) -> str:
-        s = self.string()
-        if s is None:
-            raise RecordFormatError("null where a string is required")
-        return s
-
-    def bytes_(self) -> bytes:
-        n = self.i32()
-        return b"" if n == -1 else self._take(n)
-
-
 def parse_key(data: bytes) -> OffsetKey | GroupKey:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if version in OFFSET_KEY_VERSIONS:
         return OffsetKey(r.required_string(), r.required_string(), r.i32())
@@ -205,7 +117,7 @@ def parse_key(data: bytes) -> OffsetKey | GroupKey:
 
 
 def parse_offset_value(data: bytes) -> CommittedOffset:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if version not in (0, 1, 2, 3):
         raise RecordFormatError(f"unknown offset commit value version {version}")
@@ -218,7 +130,7 @@ def parse_offset_value(data: bytes) -> CommittedOffset:
 
 
 def parse_group_value(data: bytes) -> StoredGroup:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if version not in (0, 1, 2, 3):
         raise RecordFormatError(f"unknown group metadata value version {version}")

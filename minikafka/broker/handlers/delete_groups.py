@@ -11,7 +11,7 @@ async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGro
     version = ctx.api_version
     groups = ctx.services.groups
     names = list(request.groups_names)
-    results = await groups.delete_groups(names)
+    results = await groups.admin.delete_groups(names)
     Response = DeleteGroupsResponse[version]
     Result = Response.DeletableGroupResult
     seen: set[str | None] = set()

@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                 error, message = ErrorCode.INVALID_REQUEST, f"cannot delete internal topic {name}"
             else:
                 logs.delete_topic(name)
-                ctx.services.groups.on_topic_deleted(name)  # committed offsets go with the topic, as in Kafka
+                ctx.services.groups.offsets.on_topic_deleted(name)  # committed offsets go with the topic, as in Kafka
                 log.info("deleted topic %s", name)
         fields: dict[str, Any] = {"name": name, "error_code": error}
         if version >= 5:

@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     include_ops = version >= 3 and bool(request.include_authorized_operations)
     out = []
     for group_id in request.groups:
-        error, message, group = groups.describe_group(group_id, version)
+        error, message, group = groups.admin.describe_group(group_id, version)
         fields: dict[str, Any] = {"error_code": error, "group_id": group_id, "group_state": "",
                                   "protocol_type": "", "protocol_data": "", "members": []}
         if group is None:

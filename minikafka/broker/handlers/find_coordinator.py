@@ -1,4 +1,5 @@
-"""FindCoordinator (key 10): this broker coordinates every group and transactional id.
+"""FindCoordinator (key 10): this broker coordinates the groups and transactional ids of the
+internal partitions it serves; for a key of another partition the answer is NOT_COORDINATOR.
 
 v0 names one group; v1-v3 add the key type (0 group, 1 transaction); v4 batches several keys.
 """
@@ -15,13 +16,15 @@ from minikafka.errors import ErrorCode
 GROUP, TRANSACTION = 0, 1
 
 
-def _lookup(ctx: RequestContext, key_type: int) -> tuple[int, str | None]:
-    """(error, message) for a key of ``key_type``."""
+def _lookup(ctx: RequestContext, key_type: int, key: str | None) -> tuple[int, str | None]:
+    """(error, message) for ``key`` of ``key_type``."""
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
     coordinator = ctx.services.groups if key_type == GROUP else ctx.services.transactions
     if not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available"
+    if not coordinator.partitions.serves(key or ""):
+        return ErrorCode.NOT_COORDINATOR, "this broker does not coordinate the key's partition"
     return ErrorCode.NONE, None
 
 
@@ -30,14 +33,21 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     services = ctx.services
     Response = FindCoordinatorResponse[version]
     key_type = request.key_type if version >= 1 else GROUP
-    error, message = _lookup(ctx, key_type)
-    node, host, port = (services.node_id, *ctx.advertised_address) if not error else (-1, "", -1)
+
+    def answer(key: str | None) -> tuple[int, str | None, int, str, int]:
+        error, message = _lookup(ctx, key_type, key)
+        node, host, port = (services.node_id, *ctx.advertised_address) if not error else (-1, "", -1)
+        return error, message, node, host, port
+
     if version >= 4:
         Coordinator = Response.Coordinator
-        return Response(throttle_time_ms=0, coordinators=[
-            Coordinator(key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
-            for key in request.coordinator_keys
-        ])
+        coordinators = []
+        for key in request.coordinator_keys:
+            error, message, node, host, port = answer(key)
+            coordinators.append(Coordinator(key=key, node_id=node, host=host, port=port, error_code=error,
+                                            error_message=message))
+        return Response(throttle_time_ms=0, coordinators=coordinators)
+    error, message, node, host, port = answer(request.key)
     fields: dict[str, Any] = {"error_code": error, "node_id": node, "host": host, "port": port}
     if version >= 1:
         fields["throttle_time_ms"] = 0

@@ -15,7 +15,7 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
     groups = ctx.services.groups
     states = request.states_filter if version >= 4 else []
     types = request.types_filter if version >= 5 else []
-    error, listed = groups.list_groups(states or [], types or [])
+    error, listed = groups.admin.list_groups(states or [], types or [])
     Response = ListGroupsResponse[version]
     Listed = Response.ListedGroup
     out = []

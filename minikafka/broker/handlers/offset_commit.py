@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
 
     errors, offsets = requested_offsets(ctx, request.topics, committed)
     if offsets:
-        errors.update(await groups.commit_offsets(
+        errors.update(await groups.offsets.commit_offsets(
             request.group_id,
             request.member_id or "" if version >= 1 else "",
             request.group_instance_id if version >= 7 else None,

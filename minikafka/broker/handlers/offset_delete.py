@@ -18,7 +18,7 @@ async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDel
     errors, known = known_partitions(ctx.services.storage.topics(), request.topics)
     wanted = [tp for tp, _p in known]
     Response = OffsetDeleteResponse[ctx.api_version]
-    group_error, results = await groups.delete_offsets(request.group_id, wanted)
+    group_error, results = await groups.offsets.delete_offsets(request.group_id, wanted)
     if group_error != ErrorCode.NONE:
         return Response(error_code=group_error, throttle_time_ms=0, topics=[])
     errors.update(results)

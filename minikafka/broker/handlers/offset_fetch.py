@@ -31,11 +31,11 @@ def _fetch(groups: GroupCoordinator, group_id: str | None, topics: Any, partitio
     requested partitions are listed only with ``partitions_on_error``. With ``require_stable``,
     a partition with pending transactional offsets is listed as UNSTABLE (see :func:`_partition_error`)."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, found = groups.fetch_offsets(group_id, wanted)
+    error, found = groups.offsets.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
     if error == ErrorCode.NONE:
         for (topic, partition), committed in found.items():
-            if require_stable and group_id is not None and groups.has_pending_txn_offsets(group_id, (topic, partition)):
+            if require_stable and group_id is not None and groups.offsets.has_pending_txn_offsets(group_id, (topic, partition)):
                 committed = UNSTABLE
             by_topic.setdefault(topic, []).append((partition, committed))
     elif wanted is not None and partitions_on_error:

@@ -1,8 +1,9 @@
 """TxnOffsetCommit (key 28): a consume-transform-produce loop's offsets, inside its transaction.
 
 Sent to the group coordinator. Unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION; the
-rest go to :meth:`GroupCoordinator.commit_txn_offsets`, which checks the group, that the
-transaction holds the group's offsets partition (AddOffsetsToTxn came first), the member (v3+),
+rest go to :meth:`GroupOffsets.commit_txn_offsets`, which checks the group, that the
+transaction holds the group's offsets partition (AddOffsetsToTxn came first; the transaction
+coordinator answers that, through the check this handler gives it), the member (v3+),
 and appends the offsets as one transactional batch: they stay invisible until the transaction's
 COMMIT marker. v0-v1 get COORDINATOR_NOT_AVAILABLE where later versions get
 COORDINATOR_LOAD_IN_PROGRESS (old clients failed on the latter). Rules: ``docs/semantics.md#txn-offsets``.
@@ -10,6 +11,7 @@ COORDINATOR_LOAD_IN_PROGRESS (old clients failed on the latter). Rules: ``docs/s
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
@@ -24,6 +26,7 @@ from minikafka.errors import ErrorCode
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     version = ctx.api_version
     groups = ctx.services.groups
+    transactions = ctx.services.transactions
     now = ctx.services.clock()
 
     def committed(p: Any) -> CommittedOffset:
@@ -33,8 +36,10 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
 
     errors, offsets = requested_offsets(ctx, request.topics, committed)
     if offsets:
-        results = await groups.commit_txn_offsets(
-            request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,
+        txn_check = partial(transactions.check_transactional_write, request.transactional_id,
+                            request.producer_id, request.producer_epoch)
+        results = await groups.offsets.commit_txn_offsets(
+            txn_check, request.group_id, request.producer_id, request.producer_epoch,
             request.member_id or "" if version >= 3 else "",
             request.group_instance_id if version >= 3 else None,
             request.generation_id if version >= 3 else -1,

@@ -1,15 +1,18 @@
 """The transaction coordinator: transactional ids, epochs, commit and abort.
 
-This broker coordinates every transactional id. The rules and their order are Kafka's
+The rules and their order are Kafka's
 (``core/src/main/scala/kafka/coordinator/transaction/TransactionCoordinator.scala``,
 ``TransactionMetadata.scala``); what differs comes from running one broker:
 
-- state lives in partition 0 of ``__transaction_state`` (:mod:`.state_log`); every change is
-  appended (and fsynced with ``--fsync``) before memory changes and before the client's answer;
+- a transactional id's state lives in its partition of ``__transaction_state`` (:mod:`.state_log`);
+  every change is appended (and fsynced with ``--fsync``) before memory changes and before the
+  client's answer. The coordinator serves the ids of the partitions it has loaded
+  (:meth:`TransactionCoordinator.load_partition`, all of them at start); ids of a partition still
+  loading get COORDINATOR_LOAD_IN_PROGRESS, those of a partition not served here NOT_COORDINATOR;
 - transaction markers are appended in-process to the partitions of the transaction
   (``PartitionLog.append_marker``) instead of being sent as WriteTxnMarkers requests, and a
-  COMMIT/ABORT on ``__consumer_offsets`` tells the offsets store to materialise or drop the
-  transaction's offsets;
+  COMMIT/ABORT on ``__consumer_offsets`` is reported to the group coordinator (the callback
+  ``on_offsets_marker``), which materialises or drops the transaction's offsets;
 - everything runs on the broker's event loop, so a "pending transition" only exists while a
   write waits for its fsync or while markers are being written (the Prepare* states);
 - the coordinator epoch is always 0 (one broker, never a new leader of its log);
@@ -25,17 +28,18 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from minikafka.broker.groups.records import OFFSETS_TOPIC, RecordFormatError
+from minikafka.broker.coordinator_runtime import CoordinatorPartitions, CoordinatorTasks
+from minikafka.broker.groups.records import OFFSETS_TOPIC
+from minikafka.broker.internal_log import INTERNAL_TOPIC_PARTITIONS
+from minikafka.broker.internal_records import RecordFormatError, append_error, partition_for
 from minikafka.broker.transactions.metadata import EXHAUSTED_EPOCH, STATES_BY_NAME, TxnMetadata, TxnState
-from minikafka.broker.transactions.records import partition_for
 from minikafka.broker.transactions.state_log import TxnStateLog
 from minikafka.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from minikafka.broker.flusher import Flusher
-    from minikafka.broker.groups import GroupCoordinator
     from minikafka.config import BrokerConfig
-    from minikafka.storage.log_manager import LogManager
+    from minikafka.storage.facade import Storage
     from minikafka.storage.producer_ids import ProducerIdAllocator
 
 log = logging.getLogger("minikafka.transactions")
@@ -51,47 +55,45 @@ MARKER_RETRY_SECONDS = 1.0
 _MARKER_STOP = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
 
-def _append_error(exc: Exception) -> int:
-    """What a failed write to the transaction log becomes in an answer (Kafka's mapping)."""
-    code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
-    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                ErrorCode.REQUEST_TIMED_OUT,
-                ErrorCode.COORDINATOR_NOT_AVAILABLE):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    return ErrorCode.UNKNOWN_SERVER_ERROR
+#: What the group coordinator is told when a marker lands on a partition of ``__consumer_offsets``:
+#: (that partition, producer id, COMMIT?).
+OffsetsMarkerCallback = Callable[[int, int, bool], None]
 
 
-def offsets_partition(group_id: str, partitions: int = 1) -> TopicPartition:
+def offsets_partition(group_id: str, partitions: int = INTERNAL_TOPIC_PARTITIONS) -> TopicPartition:
     """The ``__consumer_offsets`` partition of a group (one partition in minikafka)."""
     return OFFSETS_TOPIC, partition_for(group_id, partitions)
 
 
 class TransactionCoordinator:
-    """Every transactional id of this broker (see the module docstring)."""
+    """The transactional ids of the ``__transaction_state`` partitions this broker serves (see the
+    module docstring)."""
 
-    def __init__(self, config: BrokerConfig, store: TxnStateLog, logs: LogManager, clock: Callable[[], float],
-                 producer_ids: ProducerIdAllocator, flusher: Flusher, groups: GroupCoordinator) -> None:
-        """``store`` is the (not yet loaded) ``__transaction_state`` store; markers go to the partition
-        logs of ``logs`` (fsynced through ``flusher`` with ``--fsync``), and those on
-        ``__consumer_offsets`` complete the transactional offsets of ``groups``."""
+    def __init__(self, config: BrokerConfig, stores: Callable[[int], TxnStateLog], logs: Storage,
+                 clock: Callable[[], float], producer_ids: ProducerIdAllocator, flusher: Flusher,
+                 on_offsets_marker: OffsetsMarkerCallback, partitions: int = INTERNAL_TOPIC_PARTITIONS) -> None:
+        """``stores`` makes the (not yet loaded) store of a partition of ``__transaction_state`` (of
+        ``partitions``); markers go to the partitions of ``logs`` (fsynced through ``flusher`` with
+        ``--fsync``), and each one on ``__consumer_offsets`` is reported to ``on_offsets_marker``."""
         self._clock = clock
         self._logs = logs
         self._producer_ids = producer_ids
         self._flusher = flusher
         self._config = config
-        self._groups = groups
+        self._make_store = stores
+        self._on_offsets_marker = on_offsets_marker
         self.max_timeout_ms = int(config.get("transaction.max.timeout.ms"))
         self.abort_interval_ms = int(config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         self.expiration_ms = int(config.get("transactional.id.expiration.ms"))
         self.expiry_interval_ms = int(config.get("transaction.remove.expired.transaction.cleanup.interval.ms"))
         self.kafka_partitions = max(1, int(config.get("transaction.state.log.num.partitions")))
+        #: the ids of every partition loaded here
         self.txns: dict[str, TxnMetadata] = {}
         self.active = False
-        self.store = store
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.partitions = CoordinatorPartitions(TxnStateLog.topic, partitions)
+        #: the store of each partition loaded here
+        self.stores: dict[int, TxnStateLog] = {}
+        self._tasks = CoordinatorTasks()
         self._timers: list[asyncio.TimerHandle] = []
 
     def _now(self) -> int:
@@ -99,24 +101,59 @@ class TransactionCoordinator:
 
     # ================================================================== lifecycle
 
-    def start(self) -> None:
-        """Load ``__transaction_state``; transactions found in Prepare* get their markers again."""
-        self._loop = asyncio.get_running_loop()
-        try:
-            stored = self.store.load()
-        except (KafkaError, OSError, ValueError) as exc:
-            log.error("the transaction coordinator is unavailable: cannot load its log: %s", exc)
-            return
-        self.txns = {txn_id: TxnMetadata.from_record(txn_id, r) for txn_id, r in stored.items()}
+    async def start(self) -> None:
+        """Load every partition of ``__transaction_state`` (one at a time, as a broker elected
+        leader of them would); the coordinator is unavailable when one cannot be loaded."""
+        self._tasks.start()
         self.active = True
-        for meta in self.txns.values():
+        for partition in range(self.partitions.count):
+            if not await self.load_partition(partition):
+                log.error("the transaction coordinator is unavailable: cannot load its log")
+                self.active = False
+                return
+        self._schedule(self.abort_interval_ms, self._abort_timed_out_task)
+        self._schedule(self.expiry_interval_ms, self._expire_task)
+        log.info("transaction coordinator loaded %d transactional id(s)", len(self.txns))
+
+    async def load_partition(self, partition: int) -> bool:
+        """Become the coordinator of the ids of ``partition`` (Kafka: ``onElection``): replay it;
+        transactions found in Prepare* get their markers again. Until the replay is done the ids
+        answer COORDINATOR_LOAD_IN_PROGRESS. False when the partition cannot be loaded (or was
+        unloaded meanwhile)."""
+        loaded = await self.partitions.load(partition, lambda: self._replay(partition))
+        for meta in loaded or ():
             if meta.state.is_prepare:
                 log.info("transaction %r was in %s: writing its markers again", meta.transactional_id,
                          meta.state.display)
                 self._start_markers(meta)
-        self._schedule(self.abort_interval_ms, self._abort_timed_out_task)
-        self._schedule(self.expiry_interval_ms, self._expire_task)
-        log.info("transaction coordinator loaded %d transactional id(s)", len(self.txns))
+        return loaded is not None
+
+    def _replay(self, partition: int) -> list[TxnMetadata]:
+        store = self._make_store(partition)
+        stored = store.load()
+        self.stores[partition] = store
+        loaded = [TxnMetadata.from_record(txn_id, r) for txn_id, r in stored.items()]
+        self.txns.update((meta.transactional_id, meta) for meta in loaded)
+        return loaded
+
+    def unload_partition(self, partition: int) -> int:
+        """Stop coordinating the ids of ``partition`` (Kafka: ``onResignation``): they answer
+        NOT_COORDINATOR; markers being written for them stop. How many ids were dropped."""
+        if not self.partitions.remove(partition):
+            return 0
+        self.stores.pop(partition, None)
+        doomed = [txn_id for txn_id in self.txns if self.partitions.partition_of(txn_id) == partition]
+        for txn_id in doomed:
+            del self.txns[txn_id]
+        log.info("unloaded %d transactional id(s) of %s-%d", len(doomed), TxnStateLog.topic, partition)
+        return len(doomed)
+
+    def _store_of(self, transactional_id: str) -> TxnStateLog:
+        return self.partitions.store_of(self.stores, transactional_id)
+
+    def _is_current(self, meta: TxnMetadata) -> bool:
+        """Whether ``meta`` is still coordinated here (not closed, its partition not unloaded)."""
+        return self.active and self.txns.get(meta.transactional_id) is meta
 
     def close(self) -> None:
         if not self.active:
@@ -124,11 +161,9 @@ class TransactionCoordinator:
         self.active = False
         for timer in self._timers:
             timer.cancel()
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel_all()
 
     def _schedule(self, interval_ms: int, action: Any) -> None:
-        assert self._loop is not None
 
         def fire() -> None:
             if not self.active:
@@ -140,13 +175,7 @@ class TransactionCoordinator:
             self._schedule(interval_ms, action)
 
         self._timers = [t for t in self._timers if not t.cancelled()]
-        self._timers.append(self._loop.call_later(max(interval_ms, 10) / 1000, fire))
-
-    def _spawn(self, coro: Any) -> None:
-        assert self._loop is not None
-        task = self._loop.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._timers.append(self._tasks.loop.call_later(max(interval_ms, 10) / 1000, fire))
 
     # ================================================================== writes
 
@@ -155,11 +184,12 @@ class TransactionCoordinator:
         record = meta.record(state, now_ms=self._now(), **fields)
         meta.pending = state
         try:
-            self.store.append(meta.transactional_id, record)
-            await self.store.sync()
+            store = self._store_of(meta.transactional_id)
+            store.append(meta.transactional_id, record)
+            await store.sync()
         except (KafkaError, OSError, RecordFormatError) as exc:  # the last: an id too long for the key
             log.warning("transaction %r: writing %s failed: %s", meta.transactional_id, state.display, exc)
-            return _append_error(exc)
+            return append_error(exc)
         finally:
             meta.pending = None
         meta.apply(record)
@@ -170,7 +200,7 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return None
+        return self.partitions.error_for(transactional_id)
 
     # ================================================================== InitProducerId
 
@@ -185,8 +215,9 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_REQUEST, *fail
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, *fail
-        if not self.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, *fail
+        error = self._check_id(transactional_id)
+        if error is not None:
+            return error, *fail
         meta = self.txns.get(transactional_id)
         new = meta is None
         if meta is None:
@@ -336,7 +367,7 @@ class TransactionCoordinator:
         if meta.markers_in_flight or not self.active:
             return
         meta.markers_in_flight = True
-        self._spawn(self._write_markers(meta))
+        self._tasks.spawn(self._write_markers(meta))
 
     def resume_markers(self) -> int:
         """Write the markers of every transaction left in Prepare* (after ``send_markers=False``)."""
@@ -351,14 +382,14 @@ class TransactionCoordinator:
         try:
             commit = meta.state is S.PREPARE_COMMIT
             remaining = sorted(meta.partitions)
-            while remaining and self.active:
+            while remaining and self._is_current(meta):
                 remaining = await self._write_markers_once(meta, remaining, commit)
                 if remaining:
                     await asyncio.sleep(MARKER_RETRY_SECONDS)
-            if not self.active:
+            if not self._is_current(meta):
                 return
             target = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
-            while self.active:
+            while self._is_current(meta):
                 error = await self._persist(meta, target, partitions=set())
                 if error != ErrorCode.COORDINATOR_NOT_AVAILABLE:
                     break
@@ -394,7 +425,7 @@ class TransactionCoordinator:
                 continue
             written.append(plog)
             if topic == OFFSETS_TOPIC:
-                self._groups.store.complete_transaction(meta.producer_id, commit)
+                self._on_offsets_marker(partition, meta.producer_id, commit)
         if self._config.fsync:
             for plog in written:
                 await self._flusher.flush(plog)
@@ -431,7 +462,7 @@ class TransactionCoordinator:
                      meta.start_ms, meta.timeout_ms)
             self._fence(meta)
             meta.pending = S.PREPARE_EPOCH_FENCE  # until the task below writes PrepareAbort
-            self._spawn(self._fence_after_timeout(meta))
+            self._tasks.spawn(self._fence_after_timeout(meta))
         return len(doomed)
 
     async def _fence_after_timeout(self, meta: TxnMetadata) -> None:
@@ -448,17 +479,23 @@ class TransactionCoordinator:
         doomed = [m for m in self.txns.values()
                   if m.state.is_idle and m.pending is None and not m.markers_in_flight
                   and m.last_update_ms <= now - self.expiration_ms]
-        if not doomed:
-            return 0
-        try:
-            self.store.append_many([(m.transactional_id, None) for m in doomed])
-        except (KafkaError, OSError) as exc:
-            log.warning("expiring %d transactional id(s) failed: %s", len(doomed), exc)
-            return 0
+        by_partition: dict[int, list[TxnMetadata]] = {}
         for meta in doomed:
-            self.txns.pop(meta.transactional_id, None)
-        log.info("expired %d idle transactional id(s)", len(doomed))
-        return len(doomed)
+            meta.check_transition(S.DEAD)
+            by_partition.setdefault(self.partitions.partition_of(meta.transactional_id), []).append(meta)
+        expired = 0
+        for partition, metas in by_partition.items():
+            try:
+                self.stores[partition].append_many([(m.transactional_id, None) for m in metas])
+            except (KafkaError, OSError) as exc:
+                log.warning("expiring %d transactional id(s) failed: %s", len(metas), exc)
+                continue
+            for meta in metas:
+                self.txns.pop(meta.transactional_id, None)
+            expired += len(metas)
+        if expired:
+            log.info("expired %d idle transactional id(s)", expired)
+        return expired
 
     # ================================================================== admin
 
@@ -473,9 +510,12 @@ class TransactionCoordinator:
 
     def list_transactions(self, state_filters: Iterable[str], producer_id_filters: Iterable[int],
                           duration_filter_ms: int = -1) -> tuple[int, list[str], list[TxnMetadata]]:
-        """(error, unknown state names, matching ids)."""
+        """(error, unknown state names, matching ids); COORDINATOR_LOAD_IN_PROGRESS while a
+        partition loads, as Kafka answers."""
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, [], []
+        if self.partitions.any_loading():
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [], []
         states: set[TxnState] = set()
         unknown: list[str] = []
         for name in state_filters:

@@ -1,9 +1,10 @@
 """What the coordinator knows about one transactional id, and the states it moves through.
 
-States and their ids are Kafka's (``TransactionState`` in
-``core/src/main/scala/kafka/coordinator/transaction/TransactionMetadata.scala``); Dead and
-PrepareEpochFence are never written to the log (Dead is the tombstone, the fence is immediately
-followed by PrepareAbort).
+States, their ids and the transitions allowed between them are Kafka's (``TransactionState``:
+https://github.com/apache/kafka/blob/trunk/transaction-coordinator/src/main/java/org/apache/kafka/coordinator/transaction/TransactionState.java);
+Dead and PrepareEpochFence are never written to the log (Dead is the tombstone, the fence is
+immediately followed by PrepareAbort). A transition the table does not allow is a bug of the
+coordinator, not of a client: it raises :class:`IllegalTxnTransition` before anything is written.
 """
 
 from __future__ import annotations
@@ -44,6 +45,23 @@ class TxnState(IntEnum):
 
 STATES_BY_NAME = {s.display: s for s in TxnState if s is not TxnState.DEAD}
 
+_IDLE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+#: The states each state may be entered from (Kafka's ``validPreviousStates``).
+VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset(_IDLE),
+    TxnState.ONGOING: frozenset({TxnState.ONGOING, *_IDLE}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
+    TxnState.DEAD: frozenset(_IDLE),
+    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.ONGOING}),
+}
+
+
+class IllegalTxnTransition(RuntimeError):
+    """A transition :data:`VALID_PREVIOUS_STATES` does not allow (Kafka: IllegalStateException)."""
+
 TopicPartition = tuple[str, int]
 
 
@@ -65,10 +83,18 @@ class TxnMetadata:
     markers_in_flight: bool = False
     fence_failed: bool = False  # the epoch was raised to fence but PrepareAbort was not written
 
+    def check_transition(self, target: TxnState) -> None:
+        """Raise :class:`IllegalTxnTransition` unless this id may move from its state to ``target``."""
+        if self.state not in VALID_PREVIOUS_STATES[target]:
+            raise IllegalTxnTransition(f"transactional id {self.transactional_id!r}: no transition from "
+                                       f"{self.state.display} to {target.display}")
+
     def record(self, state: TxnState, *, producer_id: int | None = None, epoch: int | None = None,
                timeout_ms: int | None = None, partitions: set[TopicPartition] | None = None,
                start_ms: int | None = None, now_ms: int) -> TxnRecord:
-        """The record of this id after a transition to ``state`` (fields not given are unchanged)."""
+        """The record of this id after a transition to ``state`` (fields not given are unchanged);
+        :class:`IllegalTxnTransition` when the transition is not allowed."""
+        self.check_transition(state)
         parts = self.partitions if partitions is None else partitions
         return TxnRecord(
             producer_id=self.producer_id if producer_id is None else producer_id,

@@ -17,16 +17,13 @@ A null value is a tombstone: the transactional id was removed. Kafka's schemas:
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from minikafka.broker.groups.records import RecordFormatError, _Reader, _Writer
+from minikafka.broker.internal_records import Reader, RecordFormatError, Writer
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
 VALUE_VERSION = 0
-
-_U8 = struct.Struct(">b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,29 +41,13 @@ class TxnRecord:
     next_producer_id: int = -1
 
 
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: over UTF-16 code units, with int32 wrap-around."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(key: str, partitions: int) -> int:
-    """Kafka's partition of a transactional id (or group id): ``Utils.abs(hashCode) % partitions``
-    where ``Utils.abs(Integer.MIN_VALUE)`` is 0."""
-    h = java_string_hash(key)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
 def txn_key(transactional_id: str) -> bytes:
-    return bytes(_Writer().i16(KEY_VERSION).string(transactional_id).buf)
+    return bytes(Writer().i16(KEY_VERSION).string(transactional_id).buf)
 
 
 def txn_value(r: TxnRecord) -> bytes:
-    w = _Writer().i16(VALUE_VERSION).i64(r.producer_id).i16(r.producer_epoch).i32(r.timeout_ms)
-    w.buf += _U8.pack(r.state)
+    w = Writer().i16(VALUE_VERSION).i64(r.producer_id).i16(r.producer_epoch).i32(r.timeout_ms)
+    w.i8(r.state)
     if r.partitions is None:
         w.i32(-1)
     else:
@@ -83,20 +64,20 @@ def txn_value(r: TxnRecord) -> bytes:
 
 
 def parse_txn_key(data: bytes) -> str:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if version != KEY_VERSION:
         raise RecordFormatError(f"unknown transaction log key version {version}")
     return r.required_string()
 
 
-class _FlexReader(_Reader):
+class _FlexReader(Reader):
     """The flexible encoding of value version 1: unsigned varints, compact strings and arrays."""
 
     def uvarint(self) -> int:
         shift = value = 0
         while True:
-            byte = self._take(1)[0]
+            byte = self.take(1)[0]
             value |= (byte & 0x7F) << shift
             if not byte & 0x80:
                 return value
@@ -109,7 +90,7 @@ class _FlexReader(_Reader):
         if n < 0:
             raise RecordFormatError("null where a string is required")
         try:
-            return self._take(n).decode("utf-8")
+            return self.take(n).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise RecordFormatError("string is not UTF-8") from exc
 
@@ -117,7 +98,7 @@ class _FlexReader(_Reader):
         out = {}
         for _ in range(self.uvarint()):
             tag = self.uvarint()
-            out[tag] = self._take(self.uvarint())
+            out[tag] = self.take(self.uvarint())
         return out
 
 
@@ -127,7 +108,7 @@ def parse_txn_value(data: bytes) -> TxnRecord:
     if version not in (0, 1):
         raise RecordFormatError(f"unknown transaction log value version {version}")
     pid, epoch, timeout = r.i64(), r.i16(), r.i32()
-    state = _U8.unpack(r._take(1))[0]
+    state = r.i8()
     parts: set[tuple[str, int]] | None = None
     count = r.i32() if version == 0 else r.uvarint() - 1
     if count >= 0:
@@ -144,8 +125,8 @@ def parse_txn_value(data: bytes) -> TxnRecord:
     if version == 1:
         tags = r.tagged()
         if 0 in tags:
-            previous = _Reader(tags[0]).i64()
+            previous = Reader(tags[0]).i64()
         if 1 in tags:
-            following = _Reader(tags[1]).i64()
+            following = Reader(tags[1]).i64()
     return TxnRecord(pid, epoch, timeout, state, None if parts is None else frozenset(parts), last_update, start,
                      previous, following)

@@ -1,10 +1,10 @@
 """The transaction coordinator's durable state: the internal topic ``__transaction_state``.
 
-Every state change of a transactional id is one record (one batch) appended to partition 0
-before the coordinator changes its memory or answers; a null value removes the id. At start the
-log is replayed (last record of an id wins). minikafka runs one broker, so the topic has one
-partition; Kafka's partition of each id (``abs(hashCode) % transaction.state.log.num.partitions``)
-is still computed for display. The log is kept bounded like every internal log
+Every state change of a transactional id is one record (one batch) appended to the id's partition
+before the coordinator changes its memory or answers; a null value removes the id. When the
+coordinator loads a partition, the partition is replayed (last record of an id wins). minikafka
+runs one broker, so the topic has one partition; Kafka's partition of each id
+(``abs(hashCode) % transaction.state.log.num.partitions``) is still computed for display. The log is kept bounded like every internal log
 (:mod:`minikafka.broker.internal_log`).
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
-from minikafka.broker.groups.records import RecordFormatError
 from minikafka.broker.internal_log import InternalLog, build_batch, replay, rewrite_live, should_compact
+from minikafka.broker.internal_records import RecordFormatError
 from minikafka.broker.transactions.records import (
     TRANSACTION_STATE_TOPIC,
     TxnRecord,
@@ -25,8 +25,7 @@ from minikafka.broker.transactions.records import (
     txn_value,
 )
 from minikafka.errors import ErrorCode, KafkaError
-from minikafka.storage.log import PartitionLog
-from minikafka.storage.log_manager import LogManager
+from minikafka.storage.facade import PartitionStorage, Storage
 
 log = logging.getLogger("minikafka.transactions.log")
 
@@ -35,16 +34,18 @@ COMPACT_MIN_RECORDS = 10_000
 
 
 class TxnStateLog(InternalLog):
-    """Appends and replays the records of ``__transaction_state``."""
+    """Appends and replays the records of one partition of ``__transaction_state``."""
 
-    def __init__(self, logs: LogManager, now_ms: Callable[[], int],
-                 topic_configs: dict[str, str], flush: Callable[[PartitionLog], Any] | None = None) -> None:
-        super().__init__(logs, now_ms, topic_configs, flush)
+    topic: ClassVar[str] = TRANSACTION_STATE_TOPIC
+
+    def __init__(self, logs: Storage, partition: int, now_ms: Callable[[], int], topic_configs: dict[str, str],
+                 flush: Callable[[PartitionStorage], Any] | None = None) -> None:
+        super().__init__(logs, partition, now_ms, topic_configs, flush)
         self._values: dict[str, bytes] = {}  # the last value written per live id (for compaction)
 
     def load(self) -> dict[str, TxnRecord]:
-        """Open (creating if needed) the log and replay it: the stored record of every live id."""
-        plog = self._open(TRANSACTION_STATE_TOPIC)
+        """Open (creating if needed) the partition and replay it: the stored record of every live id."""
+        plog = self._open()
         stored: dict[str, TxnRecord] = {}
         for batch in replay(plog):
             for _offset, key, value in batch.records or ():
