@@ -51,6 +51,17 @@ def check_topic_name(name: str) -> None:
         raise ValueError(f"illegal topic name {name!r}")
 
 
+def _why_not_writable(path: Path) -> str:
+    """Name the user the broker runs as (in a container, often not the one who made the directory)
+    and the directory's owner, or the read-only mount: what a user needs to fix it."""
+    if os.statvfs(path).f_flag & os.ST_RDONLY:
+        return f"{path} is on a read-only file system (mount it read-write)"
+    uid, gid, owner = os.geteuid(), os.getegid(), path.stat()
+    return (f"{path} (owner uid {owner.st_uid}, gid {owner.st_gid}, mode {owner.st_mode & 0o777:o}) is not "
+            f"writable by uid {uid} (gid {gid}), the user this broker runs as: give that uid write access "
+            f"(chown {uid}:{gid}; for a mounted directory, on the host)")
+
+
 @dataclass
 class TopicInfo:
     name: str
@@ -96,7 +107,7 @@ class LogManager:
             what = "is a file" if existing == self.data_dir.absolute() else f"is under {existing}, which is a file"
             raise DataDirError(f"data dir {self.data_dir}: {what}; expected a directory")
         if not os.access(existing, os.W_OK | os.X_OK):
-            raise DataDirError(f"data dir {self.data_dir}: {existing} is not writable by this user")
+            raise DataDirError(f"data dir {self.data_dir}: {_why_not_writable(existing)}")
         self._read_meta_properties()
 
     def load(self) -> None:
