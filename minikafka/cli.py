@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from minikafka import __version__
+from minikafka import __version__, address_file
 from minikafka.config import (
     BrokerConfig,
     parse_settings,
@@ -27,6 +27,9 @@ from minikafka.startup_errors import (
 
 if TYPE_CHECKING:
     import logging
+    import socket
+
+    from minikafka.broker.server import Broker
 
 
 def _env(variable: str, default: Any = None) -> Any:
@@ -102,6 +105,9 @@ _SERVE_OPTIONS: list[tuple[str, str, Any, Callable[[str], Any], str]] = [
     ("--admin-port", "MINIKAFKA_ADMIN_PORT", None, _port,
      "serve the HTTP admin endpoint (faults, lifecycle, /metrics) on this port; 0 picks one (unset: no endpoint)"),
     ("--admin-host", "MINIKAFKA_ADMIN_HOST", None, str, "address of the admin endpoint (unset: --host)"),
+    ("--address-file", "MINIKAFKA_ADDRESS_FILE", None, str,
+     "once listening, write each listener's HOST:PORT to this file, which `minikafka ping` reads "
+     "(a container's health check); removed on a clean stop"),
 ]
 
 _SERVE_EPILOG = (
@@ -152,6 +158,9 @@ def build_parser() -> _Parser:
                       help="host:port (default: $MINIKAFKA_HOST or 127.0.0.1, and $MINIKAFKA_PORT or 9092)")
     ping.add_argument("--host", default=None, help="the broker's host (default: $MINIKAFKA_HOST or 127.0.0.1)")
     ping.add_argument("--port", type=_port, default=None, help="the broker's port (default: $MINIKAFKA_PORT or 9092)")
+    ping.add_argument("--address-file", default=None,
+                      help="ask the broker that wrote this file (serve --address-file) where it listens "
+                           "(default: $MINIKAFKA_ADDRESS_FILE; an address or --host/--port wins)")
     ping.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for the answer")
     ping.add_argument("--quiet", "-q", action="store_true", help="print nothing on success")
     from minikafka.spark_export.export import add_parser as add_export_parser  # needs no PySpark
@@ -218,11 +227,12 @@ def _settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]
     return {**from_env, **from_cli}, sources
 
 
-def _check_port_and_listeners(config: BrokerConfig, port_source: str | None, listeners_source: str) -> None:
+def _check_port_and_listeners(config: BrokerConfig, port_source: str | None, listeners_source: str,
+                              address_file_given: bool) -> None:
     """With ``listeners`` set, Kafka binds the listeners' ports and so does minikafka: a --port
     beside them would be ignored, so it is refused. MINIKAFKA_PORT is not refused (the Docker image
-    sets it for every container); it is only warned about when no listener has its port, because
-    ``minikafka ping`` and the image's health check knock on that port."""
+    sets it for every container); it is only warned about when no listener has its port and no
+    address file tells ``minikafka ping`` where the broker is, because ping knocks on that port."""
     import logging
 
     from minikafka.broker.listeners import parse_listeners
@@ -232,7 +242,7 @@ def _check_port_and_listeners(config: BrokerConfig, port_source: str | None, lis
         _fail(ConfigError.exit_code, f"--port {config.port}: not used with {listeners_source}={listeners}, "
                                      "which sets the ports (as in Kafka): give one or the other")
     ports = sorted({listener.port for listener in parse_listeners(config)})
-    if port_source is not None and config.port not in ports:
+    if port_source is not None and config.port not in ports and not address_file_given:
         logging.getLogger("minikafka.cli").warning(
             "%s=%d is not used: %s sets the ports (%s); minikafka ping and the Docker image's health check "
             "use %s, so set it to the port of a PLAINTEXT listener", port_source, config.port, listeners_source,
@@ -303,7 +313,8 @@ def serve(args: argparse.Namespace) -> int:
             settings=settings,
         )
         if str(config.get("listeners")).strip():
-            _check_port_and_listeners(config, sources.get("port"), setting_sources["listeners"])
+            _check_port_and_listeners(config, sources.get("port"), setting_sources["listeners"],
+                                      bool(args.address_file))
     except ConfigError as exc:
         _fail(exc.exit_code, str(exc))
 
@@ -337,6 +348,8 @@ def serve(args: argparse.Namespace) -> int:
             if admin is not None:
                 await admin.stop()
             raise
+        if args.address_file:  # before the line: whoever waits for the line finds the file too
+            _write_address_file(args.address_file, broker)
         _write_line(sys.stdout, f"minikafka listening on {broker.host}:{broker.port}")
         if admin is not None:
             _write_line(sys.stdout, f"minikafka admin endpoint on {admin.host}:{admin.port}")
@@ -344,6 +357,8 @@ def serve(args: argparse.Namespace) -> int:
         if admin is not None:
             await admin.stop()
         await broker.stop()
+        if args.address_file:
+            address_file.remove(args.address_file)
 
     loop = new_event_loop()
     try:
@@ -353,6 +368,20 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         loop.close()
     return 0
+
+
+def _write_address_file(path: str, broker: Broker) -> None:
+    """Where each listener is bound, for `minikafka ping`; a file that cannot be written is logged,
+    not fatal: the broker serves, only the health check that reads the file fails."""
+    import logging
+
+    assert broker.listeners is not None  # started
+    try:
+        address_file.write(path, [(listener.security_protocol, listener.host or broker.host, listener.port)
+                                  for listener in broker.listeners.listeners])
+    except OSError as exc:
+        logging.getLogger("minikafka").warning("--address-file %s: cannot write it (%s): `minikafka ping` "
+                                               "reading it will fail", path, exc.strerror or exc)
 
 
 def _for_the_command_line(exc: StartupError, args: argparse.Namespace) -> str:
@@ -394,13 +423,14 @@ def ping(args: argparse.Namespace) -> int:
     import socket
     import struct
 
-    host, port = _ping_address(args)
+    host, port, tls = _ping_address(args)
     bootstrap = f"{host}:{port}"
     correlation_id = 0x6D6B  # "mk"
     client_id = b"minikafka-ping"
     body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
     try:
-        with socket.create_connection((host.strip("[]"), port), timeout=args.timeout) as sock:
+        with socket.create_connection((host.strip("[]"), port), timeout=args.timeout) as plain:
+            sock = _tls_without_verification(plain) if tls else plain
             sock.settimeout(args.timeout)
             sock.sendall(struct.pack(">i", len(body)) + body)
             data = b""
@@ -425,25 +455,46 @@ def ping(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ping_address(args: argparse.Namespace) -> tuple[str, int]:
-    """HOST:PORT (positional or --bootstrap), or --host / --port, or MINIKAFKA_HOST / MINIKAFKA_PORT."""
+def _tls_without_verification(sock: socket.socket) -> socket.socket:
+    """A health check of a broker whose only listeners use TLS: it asks whether the broker answers,
+    not who it is, so the certificate is not checked (a listener that requires client
+    certificates cannot be pinged)."""
+    import ssl
+
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context.wrap_socket(sock)
+
+
+def _ping_address(args: argparse.Namespace) -> tuple[str, int, bool]:
+    """HOST:PORT (positional or --bootstrap), or --host / --port, or the address file a broker wrote
+    (--address-file, MINIKAFKA_ADDRESS_FILE), or MINIKAFKA_HOST / MINIKAFKA_PORT; and whether to
+    speak TLS (only a file says so)."""
     address = args.address or args.bootstrap
     if address is not None:
         if args.host is not None or args.port is not None:
             _fail(ConfigError.exit_code, f"ping {address}: give HOST:PORT or --host/--port, not both")
         host, sep, port_text = address.rpartition(":")
         try:
-            return host or "127.0.0.1", _port(port_text) if sep else _port("")
+            return host or "127.0.0.1", _port(port_text) if sep else _port(""), False
         except argparse.ArgumentTypeError:
             _fail(ConfigError.exit_code, f"ping {address!r}: expected HOST:PORT with a port from 0 to 65535, "
                                          "e.g. 127.0.0.1:9092")
-    host = args.host or _env("MINIKAFKA_HOST", "") or "127.0.0.1"
-    if host in ("0.0.0.0", "::"):  # a broker listening everywhere: loopback reaches it
-        host = "127.0.0.1"
+    path = args.address_file or _env("MINIKAFKA_ADDRESS_FILE", "")
+    if path and args.host is None and args.port is None:
+        try:
+            return address_file.read(path)
+        except (OSError, ValueError) as exc:
+            _write_line(sys.stderr, f"minikafka ping: --address-file {path}: no broker address in it yet "
+                                    f"({getattr(exc, 'strerror', None) or exc})")
+            raise SystemExit(1) from None
+    # a broker listening everywhere: loopback reaches it
+    host = address_file.local_host(args.host or _env("MINIKAFKA_HOST", "") or "127.0.0.1")
     if args.port is not None:
-        return host, args.port
+        return host, args.port, False
     try:
-        return host, _port(_env("MINIKAFKA_PORT", "") or "9092")
+        return host, _port(_env("MINIKAFKA_PORT", "") or "9092"), False
     except argparse.ArgumentTypeError as exc:
         _fail(ConfigError.exit_code, f"MINIKAFKA_PORT: {exc}")  # the message quotes the value
 

@@ -267,7 +267,7 @@ def _checked(name: str, value: Any) -> Any:
 #: any other MINIKAFKA_ variable, which is almost always a misspelt one that would be ignored.
 VARIABLES: dict[str, str] = {
     "MINIKAFKA_HOST": "serve --host; ping's default host; set by the Docker image",
-    "MINIKAFKA_PORT": "serve --port; ping's default port (the image's health check); set by the Docker image",
+    "MINIKAFKA_PORT": "serve --port; ping's default port (without an address file); set by the Docker image",
     "MINIKAFKA_DATA_DIR": "serve --data-dir; set by the Docker image",
     "MINIKAFKA_NODE_ID": "serve --node-id",
     "MINIKAFKA_ADVERTISED_HOST": "serve --advertised-host",
@@ -276,6 +276,8 @@ VARIABLES: dict[str, str] = {
     "MINIKAFKA_FAULTS": "serve --faults",
     "MINIKAFKA_ADMIN_PORT": "serve --admin-port; set by the Docker image",
     "MINIKAFKA_ADMIN_HOST": "serve --admin-host",
+    "MINIKAFKA_ADDRESS_FILE": "serve --address-file; where ping finds the broker (the image's health check); "
+                              "set by the Docker image",
     "MINIKAFKA_FSYNC": "serve --fsync",
     "MINIKAFKA_EAGER_IMPORTS": "serve: import the codec packages at start (bench/startup.py's baseline)",
     "MINIKAFKA_BASE_IMAGE": "tests/container/build_image.sh and tests/test_docker.py: the image's base",

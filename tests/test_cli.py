@@ -225,6 +225,7 @@ def test_every_variable_the_project_reads_is_accepted_by_serve(tmp_path: Path) -
         "MINIKAFKA_ADMIN_HOST": "127.0.0.1", "MINIKAFKA_FSYNC": "false", "MINIKAFKA_EAGER_IMPORTS": "0",
         "MINIKAFKA_BASE_IMAGE": "localhost/ci/debian-python:bookworm", "MINIKAFKA_IMAGE": "localhost/minikafka:test",
         "MINIKAFKA_CI_CACHE": str(tmp_path / "cache"), "MINIKAFKA_NUM_PARTITIONS": "2",
+        "MINIKAFKA_ADDRESS_FILE": str(tmp_path / "address"),
     }
     assert set(VARIABLES) <= set(values), set(VARIABLES) - set(values)  # a new variable gets a value here
     served = start_serve(tmp_path, env=values)
@@ -312,7 +313,7 @@ def test_help_lists_every_exit_code_and_a_default_for_every_serve_flag() -> None
     for code, meaning in EXIT_CODES.items():
         assert f"{code} {' '.join(meaning.split())}" in text
     flags = ["--host", "--port", "--data-dir", "--node-id", "--advertised-host", "--advertised-port", "--log-level",
-             "--faults", "--admin-port", "--admin-host", "--fsync"]
+             "--faults", "--admin-port", "--admin-host", "--address-file", "--fsync"]
     for flag, following in zip(flags, [*flags[1:], "--config"], strict=True):
         section = text[text.index(f" {flag} "):text.index(f" {following} ", text.index(f" {flag} ") + 1)]
         assert "[default:" in section and "env MINIKAFKA_" in section, section
@@ -357,6 +358,59 @@ def test_ping_of_a_closed_port_fails_in_one_line() -> None:
         result = ping(f"127.0.0.1:{sock.getsockname()[1]}")
     assert result.returncode == 1
     assert "refused" in one_line(result)
+
+
+def test_ping_asks_the_address_the_broker_wrote_wherever_its_port_came_from(tmp_path: Path) -> None:
+    # a health check sees neither serve's flags nor --port 0's choice: only the file
+    address_file = tmp_path / "run" / "address"
+    address_file.parent.mkdir()
+    served = start_serve(tmp_path, "--address-file", str(address_file))
+    try:
+        assert address_file.read_text() == f"PLAINTEXT 127.0.0.1:{served.port}\n"
+        with socket.socket() as sock:  # MINIKAFKA_PORT names a port where nothing listens: the file wins
+            sock.bind(("127.0.0.1", 0))
+            result = ping(env={"MINIKAFKA_ADDRESS_FILE": str(address_file),
+                               "MINIKAFKA_PORT": str(sock.getsockname()[1])})
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(f"minikafka at 127.0.0.1:{served.port} answers:")
+    finally:
+        stop_serve(served)
+    assert not address_file.exists()  # a stopped broker's address is no answer
+    result = ping("--address-file", str(address_file))
+    assert result.returncode == 1
+    assert f"--address-file {address_file}: no broker address in it yet" in one_line(result)
+
+
+def test_an_address_file_that_cannot_be_written_is_logged_and_the_broker_serves(tmp_path: Path) -> None:
+    address_file = tmp_path / "missing-dir" / "address"
+    served = start_serve(tmp_path, "--address-file", str(address_file))
+    try:
+        assert ping("--port", str(served.port)).returncode == 0
+    finally:
+        stderr = stop_serve(served)
+    assert f"--address-file {address_file}: cannot write it (No such file or directory)" in stderr
+
+
+@pytest.mark.parametrize("listeners", ["SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0", "SSL://127.0.0.1:0"])
+def test_ping_through_the_address_file_prefers_a_plain_listener_and_speaks_tls_to_a_tls_one(
+    tmp_path: Path, listeners: str
+) -> None:
+    from tests.tls_helpers import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    address_file = tmp_path / "address"
+    served = start_serve(tmp_path, "--address-file", str(address_file), "--config", f"listeners={listeners}",
+                         "--config", f"ssl.keystore.location={pki.keystore}",
+                         env={"MINIKAFKA_PORT": ""})  # no --port: the listeners set the ports
+    try:
+        written = address_file.read_text().splitlines()
+        assert [line.split(" ")[0] for line in written] == [name.split(":")[0] for name in listeners.split(",")]
+        result = ping("--address-file", str(address_file))
+        assert result.returncode == 0, result.stderr
+        wanted = written[1] if len(written) > 1 else written[0]  # PLAINTEXT when there is one
+        assert result.stdout.startswith(f"minikafka at {wanted.split(' ')[1]} answers:")
+    finally:
+        stop_serve(served)
 
 
 def test_serve_keeps_serving_and_stops_cleanly_when_its_output_pipe_closes(tmp_path: Path) -> None:
