@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from minikafka.broker.embedded import BrokerThread
+
+APT_LIB = Path(__file__).resolve().parent / "container" / "lib.sh"
 
 
 @pytest.fixture(scope="session")
 def kcat() -> str:
     """kcat on PATH, installed from Debian's packages when missing (CI runs as root)."""
     path = shutil.which("kcat")
-    if path is None:
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, timeout=300)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "kcat"], check=True, env=env, timeout=300,
+    if path is None:  # the scripts' apt_need: it waits for a dpkg or apt lock another process holds
+        subprocess.run(["bash", "-c", '. "$0" && apt_need kcat kcat', str(APT_LIB)], check=True, timeout=1500,
                        stdout=subprocess.DEVNULL)
         path = shutil.which("kcat")
     assert path, "kcat could not be installed"

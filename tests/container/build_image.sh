@@ -26,7 +26,8 @@ PYTHON=${PYTHON:-$( [ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/pyt
 WORK=$(mktemp -d /tmp/minikafka-image.XXXXXX)
 ENGINE_PID=""
 
-log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+# shellcheck source=tests/container/lib.sh
+. "$ROOT/tests/container/lib.sh"
 
 cleanup() {
   set +e
@@ -38,13 +39,6 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-apt_need() {  # apt_need <command> <package...>
-  command -v "$1" >/dev/null 2>&1 && return 0
-  log "installing ${*:2} with apt"
-  if [ -z "${APT_UPDATED:-}" ]; then apt-get update -qq >&2; APT_UPDATED=1; fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${@:2}" >&2
-}
 
 # Debian's CLI matches Debian's engine; a newer CLI elsewhere on PATH may lack the legacy builder.
 docker_cli() { if [ -x /usr/bin/docker ]; then /usr/bin/docker "$@"; else docker "$@"; fi; }
