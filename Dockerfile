@@ -19,8 +19,8 @@ RUN python3 -m venv /opt/minikafka \
     && rm -rf /tmp/wheels \
     && groupadd --system --gid 10001 minikafka \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/minikafka minikafka \
-    && mkdir -p /var/lib/minikafka \
-    && chown minikafka:minikafka /var/lib/minikafka
+    && mkdir -p /var/lib/minikafka /run/minikafka \
+    && chown minikafka:minikafka /var/lib/minikafka /run/minikafka
 
 # Listen on every interface inside the container. Clients are told to reconnect to
 # MINIKAFKA_ADVERTISED_HOST:MINIKAFKA_ADVERTISED_PORT (default 127.0.0.1 and the listening port):
@@ -30,12 +30,17 @@ ENV PATH=/opt/minikafka/bin:$PATH \
     MINIKAFKA_HOST=0.0.0.0 \
     MINIKAFKA_PORT=9092 \
     MINIKAFKA_ADMIN_PORT=9093 \
-    MINIKAFKA_DATA_DIR=/var/lib/minikafka
+    MINIKAFKA_DATA_DIR=/var/lib/minikafka \
+    MINIKAFKA_ADDRESS_FILE=/run/minikafka/address
 
 VOLUME ["/var/lib/minikafka"]
 EXPOSE 9092 9093
 USER 10001:10001
-# Healthy = answering Kafka requests (an ApiVersions round trip on MINIKAFKA_HOST:MINIKAFKA_PORT).
+# Healthy = answering Kafka requests: an ApiVersions round trip to where the broker listens. The
+# port may come from a flag after the image name, MINIKAFKA_PORT, `--config listeners=...` or
+# `--port 0`, none of which the check's own process can see; so `serve` writes the address of each
+# listener it bound to MINIKAFKA_ADDRESS_FILE (in the runtime dir /run/minikafka, not in the data
+# volume, and removed on a clean stop) and `ping` reads it from there.
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 CMD ["minikafka", "ping", "--quiet"]
 # SIGTERM (docker stop) shuts down cleanly in a fraction of a second; arguments after the
 # image name go to `minikafka serve`, e.g. `--config num.partitions=3 --faults /faults.yaml`.

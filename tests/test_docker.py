@@ -179,6 +179,62 @@ def test_container_faults_are_driven_over_http(image: str, run_container: Callab
     check_consumed(records, CLIENTS["confluent-kafka"][1](container["bootstrap"], "payments", 1, len(records)))
 
 
+@pytest.mark.parametrize("how", ["--port", "--port 0", "listeners"])
+def test_the_health_check_asks_the_port_the_broker_listens_on(
+    image: str, run_container: Callable[..., dict[str, Any]], how: str
+) -> None:
+    # run_container sets MINIKAFKA_PORT to a free port; the arguments move the broker elsewhere
+    port = free_port()
+    args = {"--port": ["--port", str(port)], "--port 0": ["--port", "0"],
+            "listeners": ["--config", f"listeners=PLAINTEXT://127.0.0.1:{port}"]}[how]
+    container = run_container(*args)
+    wait_healthy(container["name"])
+    listening = [line for line in docker("logs", container["name"]).splitlines()
+                 if line.startswith("minikafka listening on ")]
+    assert len(listening) == 1, docker("logs", container["name"])
+    actual = int(listening[0].rsplit(":", 1)[1])
+    if how != "--port 0":
+        assert actual == port
+    assert docker("exec", container["name"], "cat", "/run/minikafka/address") == f"PLAINTEXT 127.0.0.1:{actual}"
+    assert run_minikafka("ping", "--timeout", "5", f"127.0.0.1:{actual}").returncode == 0
+    # what the check asked before: MINIKAFKA_PORT, where nothing listens
+    assert run_minikafka("ping", "--timeout", "5", container["bootstrap"]).returncode == 1
+
+    docker("stop", "--time=10", container["name"])  # a clean stop takes the address away
+    assert docker("inspect", "--format", "{{.State.ExitCode}}", container["name"]) == "0"
+    copied = subprocess.run([DOCKER, "cp", f"{container['name']}:/run/minikafka/address", "-"], capture_output=True,
+                            text=True, timeout=60)
+    assert copied.returncode != 0 and "No such" in copied.stderr, copied
+
+
+def run_minikafka(*args: str) -> subprocess.CompletedProcess[str]:
+    """The minikafka command of this checkout, on the host."""
+    return subprocess.run([sys.executable, "-m", "minikafka", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.mark.parametrize("mount", ["owned by root", "read-only"])
+def test_a_data_dir_the_image_cannot_write_is_refused_naming_its_uid(
+    image: str, tmp_path: Path, mount: str
+) -> None:
+    data = tmp_path / "data"  # made by root, as `docker run -v` makes a missing host directory
+    data.mkdir()
+    data.chmod(0o755 if mount == "owned by root" else 0o777)  # read-only: only the mount is in the way
+    suffix = ":ro" if mount == "read-only" else ""
+    result = subprocess.run([DOCKER, "run", "--rm", "--network=host", "--env=MINIKAFKA_ADMIN_PORT=",
+                             f"--volume={data}:/var/lib/minikafka{suffix}", image, "--port", "0"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 4, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("minikafka: --data-dir /var/lib/minikafka: /var/lib/minikafka "), line
+    if mount == "owned by root":
+        assert "(owner uid 0, gid 0, mode 755) is not writable by uid 10001 (gid 10001)" in line, line
+        assert "chown 10001:10001" in line, line
+    else:
+        assert "read-only file system" in line, line
+    assert list(data.iterdir()) == []
+
+
 def test_testcontainers_starts_minikafka_from_a_users_test(image: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # the docs' example (docs/integration-testing.md), with this build's image
     monkeypatch.setenv("TESTCONTAINERS_RYUK_DISABLED", "true")  # the reaper image lives on Docker Hub
@@ -263,10 +319,11 @@ def test_the_documented_testcontainers_example_runs_two_brokers_side_by_side(ima
     from tests.doc_blocks import the_block
 
     docker("tag", image, "minikafka")  # the example names the image as the docs' build tags it
-    example = the_block(DOC, "docker", "DockerContainer")
+    example = the_block(DOC, "docker", 'network_mode="host"')
     (tmp_path / "test_example.py").write_text(example.text)
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              str(tmp_path / "test_example.py")], cwd=tmp_path, capture_output=True, text=True,
                             timeout=300, env={**os.environ, "TESTCONTAINERS_RYUK_DISABLED": "true"})
     assert result.returncode == 0, f"{example.name}:\n{result.stdout[-4000:]}"
     assert "1 passed" in result.stdout
+
