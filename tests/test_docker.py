@@ -327,3 +327,29 @@ def test_the_documented_testcontainers_example_runs_two_brokers_side_by_side(ima
     assert result.returncode == 0, f"{example.name}:\n{result.stdout[-4000:]}"
     assert "1 passed" in result.stdout
 
+
+
+def test_the_documented_published_ports_example_runs(image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the docs' example for a bridge network; these machines have no bridge (host network only), so
+    # its containers go on the host network, where a port published on its own number is the port the
+    # broker listens on: the rest of the example, its test included, runs as written
+    monkeypatch.setenv("TESTCONTAINERS_RYUK_DISABLED", "true")  # the reaper image lives on Docker Hub
+    from testcontainers.core.container import DockerContainer
+
+    from tests.doc_blocks import the_block
+
+    class OnTheHostNetwork(DockerContainer):
+        def _configure(self) -> None:
+            published = {int(inside): outside for inside, outside in self.ports.items()}
+            assert published and all(inside == outside for inside, outside in published.items()), published
+            self.ports = {}  # Docker refuses published ports on the host network
+            self._kwargs["network_mode"] = "host"
+
+    docker("tag", image, "minikafka")  # the example names the image as the docs' build tags it
+    example = the_block(DOC, "docker", "with_bind_ports")
+    namespace: dict[str, Any] = {"__name__": "published_ports_example"}
+    exec(compile(example.text, str(example.name), "exec"), namespace)
+    namespace["DockerContainer"] = OnTheHostNetwork
+    tests = [value for name, value in namespace.items() if name.startswith("test_") and callable(value)]
+    assert len(tests) == 1, list(namespace)
+    tests[0]()
