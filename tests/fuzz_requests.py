@@ -35,7 +35,7 @@ from kafka.protocol.producer import (
 )
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from minikafka.protocol.apis import ApiSpec
+from minikafka.protocol.apis import ApiCodec
 from tests.kafka_wire import build_batch, produce_request
 
 ZERO = uuid.UUID(int=0)
@@ -190,7 +190,7 @@ GENERIC_FIELDS: dict[str, Callable[[str], Any]] = {
 }
 
 
-def request_for(spec: ApiSpec, version: int, topic: str) -> Any:
+def request_for(spec: ApiCodec, version: int, topic: str) -> Any:
     """A request of ``spec`` at ``version`` that the broker can serve."""
     if spec.key in SPECIFIC:
         return SPECIFIC[spec.key](version, topic)
