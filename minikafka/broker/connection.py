@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from minikafka.broker.sasl import SaslSession
     from minikafka.broker.server import Broker
 
-log = logging.getLogger("minikafka.connection")
+log = logging.getLogger(__name__)
 
 #: read on every answer: a module constant, cheaper than the enum's attribute
 API_VERSIONS_KEY = ApiKey.API_VERSIONS

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from minikafka.broker.connection import Connection
     from minikafka.broker.listeners import Listener
 
-log = logging.getLogger("minikafka.sasl")
+log = logging.getLogger(__name__)
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from minikafka.broker.sasl import UserStore
     from minikafka.storage.cleaner import CleanResult
 
-log = logging.getLogger("minikafka.broker")
+log = logging.getLogger(__name__)
 #: How often logs are asked whether their flush policy (roll, flush.ms) wants an fsync.
 FLUSH_CHECK_SECONDS = 1.0
 

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from minikafka.broker.server import Broker
 
-log = logging.getLogger("minikafka.faults")
+log = logging.getLogger(__name__)
 
 ACTIONS = ("error_before", "error_after", "drop_response", "delay", "close", "crash")
 TRIGGERS = ("once", "next", "every", "nth", "always")

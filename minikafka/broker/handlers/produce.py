@@ -26,7 +26,7 @@ from minikafka.storage.batch import (
     transactional_producer,
 )
 
-log = logging.getLogger("minikafka.produce")
+log = logging.getLogger(__name__)
 
 #: Errors for which Kafka reports log_start_offset -1 (docs/semantics.md#produce-responses).
 _NO_LOG_START = frozenset(

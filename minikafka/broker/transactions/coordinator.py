@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from minikafka.storage.facade import Storage
     from minikafka.storage.producer_ids import ProducerIdAllocator
 
-log = logging.getLogger("minikafka.transactions")
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 S = TxnState
