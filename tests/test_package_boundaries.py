@@ -16,19 +16,21 @@ import pytest
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "minikafka"
 
 #: modules every layer may build on: no minikafka imports of their own beyond each other
-FOUNDATION = ("minikafka.clock", "minikafka.config", "minikafka.errors", "minikafka.startup_errors")
+FOUNDATION = ("minikafka._kafka_codec", "minikafka.clock", "minikafka.config", "minikafka.errors",
+              "minikafka.startup_errors")
 
 #: layer (a module or a package) -> what its modules may import, besides the layer itself and the
 #: package ``minikafka`` (its ``__init__`` holds only the version). A module's layer is the
 #: longest entry that names it or a package above it.
 LAYERS: dict[str, tuple[str, ...]] = {
     "minikafka": (),
+    "minikafka._kafka_codec": (),  # loads kafka-python's codec modules, quietly and without its client
     "minikafka.clock": (),
     "minikafka.errors": (),
     "minikafka.startup_errors": (),
     "minikafka.config": ("minikafka.startup_errors",),
     # the wire format: frames, headers, API keys, codecs; knows nothing of what answers requests
-    "minikafka.protocol": (),
+    "minikafka.protocol": ("minikafka._kafka_codec",),
     # partition logs on disk; knows nothing of the wire or of who calls it
     "minikafka.storage": FOUNDATION,
     # reads segment files on Spark's executors, without the broker: the on-disk format only
@@ -38,9 +40,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # the test kit drives a broker from outside, through its public lifecycle and interceptor
     "minikafka.testkit": ("minikafka.broker", "minikafka.protocol", "minikafka.storage", *FOUNDATION),
     # the entry points wire everything together
-    "minikafka._kafka_codec": (),
-    "minikafka.cli": ("minikafka._kafka_codec", "minikafka.broker", "minikafka.spark_export", "minikafka.testkit",
-                      *FOUNDATION),
+    "minikafka.cli": ("minikafka.broker", "minikafka.spark_export", "minikafka.testkit", *FOUNDATION),
     "minikafka.__main__": ("minikafka.cli",),
     "minikafka.pytest_plugin": ("minikafka.testkit",),  # the pytest11 entry point's name
     "minikafka.testing": (),

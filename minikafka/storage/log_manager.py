@@ -29,15 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..clock import wall_clock_ms
-from ..config import BrokerConfig, parse_topic_configs
-from ..errors import ErrorCode, KafkaError
-from ..startup_errors import DataDirError
-from . import checkpoints as ckpt
-from .atomic_files import atomic_write
-from .dir_lock import DataDirLock
-from .disk_format import PARTITION_DIR, TopicPartition, parse_partition_dir_name, topic_name_error
-from .log import PartitionLog
+from minikafka.clock import wall_clock_ms
+from minikafka.config import BrokerConfig, parse_topic_configs
+from minikafka.errors import ErrorCode, KafkaError
+from minikafka.startup_errors import DataDirError
+from minikafka.storage import checkpoints as ckpt
+from minikafka.storage.atomic_files import atomic_write
+from minikafka.storage.dir_lock import DataDirLock
+from minikafka.storage.disk_format import (
+    PARTITION_DIR,
+    TopicPartition,
+    parse_partition_dir_name,
+    topic_name_error,
+)
+from minikafka.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
