@@ -243,7 +243,7 @@ def _check_port_and_listeners(config: BrokerConfig, port_source: str | None, lis
                                      "which sets the ports (as in Kafka): give one or the other")
     ports = sorted({listener.port for listener in parse_listeners(config)})
     if port_source is not None and config.port not in ports and not address_file_given:
-        logging.getLogger("minikafka.cli").warning(
+        logging.getLogger(__name__).warning(
             "%s=%d is not used: %s sets the ports (%s); minikafka ping and the Docker image's health check "
             "use %s, so set it to the port of a PLAINTEXT listener", port_source, config.port, listeners_source,
             ", ".join(map(str, ports)), port_source)

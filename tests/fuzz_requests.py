@@ -35,7 +35,7 @@ from kafka.protocol.producer import (
 )
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from minikafka.protocol.apis import ApiSpec
+from minikafka.protocol.apis import ApiCodec, ApiKey
 from tests.kafka_wire import build_batch, produce_request
 
 ZERO = uuid.UUID(int=0)
@@ -142,32 +142,41 @@ def txn_offset_commit(v: int, topic: str) -> Any:
                  partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="")])])
 
 
-SPECIFIC: dict[int, Callable[[int, str], Any]] = {
-    0: lambda v, topic: produce_request(topic, 0, build_batch(value=b"fuzz-seed"), version=v),
-    1: fetch,
-    2: list_offsets,
-    3: metadata,
-    17: lambda v, topic: SaslHandshakeRequest[v](mechanism="PLAIN"),
-    18: lambda v, topic: ApiVersionsRequest[v](client_software_name="fuzz", client_software_version="1.0"),
-    19: create_topics,
-    20: delete_topics,
-    21: delete_records,
-    22: init_producer_id,
-    24: add_partitions_to_txn,
-    25: lambda v, topic: AddOffsetsToTxnRequest[v](transactional_id=FUZZ_TXN, producer_id=0, producer_epoch=0,
+SPECIFIC: dict[ApiKey, Callable[[int, str], Any]] = {
+    ApiKey.PRODUCE: lambda v, topic: produce_request(topic, 0, build_batch(value=b"fuzz-seed"), version=v),
+    ApiKey.FETCH: fetch,
+    ApiKey.LIST_OFFSETS: list_offsets,
+    ApiKey.METADATA: metadata,
+    ApiKey.SASL_HANDSHAKE: lambda v, topic: SaslHandshakeRequest[v](mechanism="PLAIN"),
+    ApiKey.API_VERSIONS:
+        lambda v, topic: ApiVersionsRequest[v](client_software_name="fuzz", client_software_version="1.0"),
+    ApiKey.CREATE_TOPICS: create_topics,
+    ApiKey.DELETE_TOPICS: delete_topics,
+    ApiKey.DELETE_RECORDS: delete_records,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN:
+        lambda v, topic: AddOffsetsToTxnRequest[v](transactional_id=FUZZ_TXN, producer_id=0, producer_epoch=0,
                                                    group_id=f"{topic}-group"),
-    26: lambda v, topic: EndTxnRequest[v](transactional_id=FUZZ_TXN, producer_id=0, producer_epoch=0,
+    ApiKey.END_TXN:
+        lambda v, topic: EndTxnRequest[v](transactional_id=FUZZ_TXN, producer_id=0, producer_epoch=0,
                                           committed=True),
-    28: txn_offset_commit,
-    32: describe_configs,
-    33: alter_configs,
-    36: lambda v, topic: SaslAuthenticateRequest[v](auth_bytes=b"\x00alice\x00alice-secret"),
-    37: create_partitions,
-    44: incremental_alter_configs,
-    60: lambda v, topic: DescribeClusterRequest[v](include_cluster_authorized_operations=False, endpoint_type=1),
-    61: describe_producers,
-    65: lambda v, topic: DescribeTransactionsRequest[v](transactional_ids=[FUZZ_TXN]),
-    66: lambda v, topic: ListTransactionsRequest[v](state_filters=[], producer_id_filters=[], duration_filter=-1),
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit,
+    ApiKey.DESCRIBE_CONFIGS: describe_configs,
+    ApiKey.ALTER_CONFIGS: alter_configs,
+    ApiKey.SASL_AUTHENTICATE:
+        lambda v, topic: SaslAuthenticateRequest[v](auth_bytes=b"\x00alice\x00alice-secret"),
+    ApiKey.CREATE_PARTITIONS: create_partitions,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+    ApiKey.DESCRIBE_CLUSTER:
+        lambda v, topic: DescribeClusterRequest[v](include_cluster_authorized_operations=False,
+                                                   endpoint_type=1),
+    ApiKey.DESCRIBE_PRODUCERS: describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS:
+        lambda v, topic: DescribeTransactionsRequest[v](transactional_ids=[FUZZ_TXN]),
+    ApiKey.LIST_TRANSACTIONS:
+        lambda v, topic: ListTransactionsRequest[v](state_filters=[], producer_id_filters=[],
+                                                    duration_filter=-1),
 }
 
 #: The top-level error the requests above get where it is not NONE, per (API key, version): the
@@ -190,14 +199,14 @@ GENERIC_FIELDS: dict[str, Callable[[str], Any]] = {
 }
 
 
-def request_for(spec: ApiSpec, version: int, topic: str) -> Any:
+def request_for(spec: ApiCodec, version: int, topic: str) -> Any:
     """A request of ``spec`` at ``version`` that the broker can serve."""
     if spec.key in SPECIFIC:
         return SPECIFIC[spec.key](version, topic)
     Request = spec.request[version]
     defaults = Request()
     fields = {name: make(topic) for name, make in GENERIC_FIELDS.items() if hasattr(defaults, name)}
-    if spec.key == 11 and hasattr(Request, "JoinGroupRequestProtocol"):  # JoinGroup needs one protocol
+    if spec.key == ApiKey.JOIN_GROUP and hasattr(Request, "JoinGroupRequestProtocol"):  # JoinGroup needs one protocol
         fields["protocols"] = [Request.JoinGroupRequestProtocol(name="range", metadata=b"")]
     try:
         request = Request(**fields)

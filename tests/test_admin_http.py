@@ -329,7 +329,7 @@ def test_the_admin_log_line_names_the_address_it_is_bound_to(tmp_path: Path) -> 
 def test_requests_that_are_not_http_are_answered_400_and_logged_below_warning(caplog: pytest.LogCaptureFixture) -> None:
     from minikafka.testkit import MiniKafka
 
-    caplog.set_level("DEBUG", logger="minikafka.admin")
+    caplog.set_level("DEBUG", logger="minikafka.testkit.admin_http")
     with MiniKafka(admin_port=0) as kafka:
         host, port = kafka.admin_url.removeprefix("http://").split(":")  # type: ignore[union-attr]
         for garbage in (b"\x00\x01\x02\r\n\r\n", b"GET /health HTTP/1.1\r\n\r\n"):  # the second has no Host
@@ -338,6 +338,6 @@ def test_requests_that_are_not_http_are_answered_400_and_logged_below_warning(ca
                 assert sock.recv(100).startswith(b"HTTP/1.1 400 ")
         with urllib.request.urlopen(kafka.admin_url + "/health", timeout=10) as response:
             assert response.status == 200
-    admin_records = [r for r in caplog.records if r.name == "minikafka.admin"]
+    admin_records = [r for r in caplog.records if r.name == "minikafka.testkit.admin_http"]
     assert any(r.levelname == "DEBUG" and r.exc_info for r in admin_records)  # the parse errors, kept for debugging
     assert not [r for r in admin_records if r.levelno >= 30], [r.getMessage() for r in admin_records]

@@ -33,7 +33,7 @@ def test_a_client_that_goes_away_is_logged_at_debug_only(caplog: pytest.LogCaptu
         sock.close()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            mine = [r for r in caplog.records if r.name == "minikafka.connection" and local in r.getMessage()]
+            mine = [r for r in caplog.records if r.name == "minikafka.broker.connection" and local in r.getMessage()]
             if mine:
                 break
             time.sleep(0.01)

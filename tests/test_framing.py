@@ -141,7 +141,7 @@ def test_broker_answers_a_request_sent_one_byte_per_write_and_many_in_one_write(
 
 def test_broker_survives_a_client_that_disconnects_mid_frame(broker: BrokerThread,
                                                              caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="minikafka.connection")
+    caplog.set_level(logging.DEBUG, logger="minikafka.broker.connection")
     with RawClient(broker.bootstrap) as c:
         create_topic(c, "framing")
     for cut in (2, 30, 200):

@@ -47,6 +47,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from minikafka.broker.embedded import BrokerThread
 from minikafka.broker.topics import INTERNAL_TOPICS
+from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.headers import MalformedRequest, parse_request_header
 from minikafka.protocol.nulls import check_request_nulls
 from minikafka.storage.batch import BatchHeader, crc_is_valid, split_batches
@@ -61,7 +62,7 @@ OUTCOMES: Counter[str] = Counter()
 #: How long one case may wait for an answer before it counts as silent.
 ANSWER_WAIT = 10.0
 #: APIs whose valid requests may wait longer than ANSWER_WAIT before answering.
-MAY_WAIT = {1, 11, 14}
+MAY_WAIT = {ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP}
 INTERESTING_INTS = [0, 1, -1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, -0x80000000, 0x100]
 
 # No shrinking: every example costs socket round trips, and the failing example is printed as found.
@@ -207,7 +208,7 @@ def judge(fuzzed: Fuzzed, payload: bytes, outcome: str, answer: bytes | None) ->
         assert acks_zero, f"decodable {spec.name} v{header.api_version} closed the connection: {request}"
         return False
     assert answer is not None
-    flexible = spec.flexible(header.api_version) and header.api_key != 18
+    flexible = spec.flexible(header.api_version) and header.api_key != ApiKey.API_VERSIONS
     (correlation,) = struct.unpack_from(">i", answer)
     assert correlation == header.correlation_id
     body = memoryview(answer)[5 if flexible else 4:]
@@ -392,7 +393,7 @@ def test_mutated_record_batches_are_refused_without_touching_the_log(fuzzed: Fuz
         init = c.request(InitProducerIdRequest[4](transactional_id=None, transaction_timeout_ms=-1,
                                                   producer_id=-1, producer_epoch=-1))
     producer_id = init.producer_id
-    produce_spec = fuzzed.broker.api_table[0]
+    produce_spec = fuzzed.broker.api_table[ApiKey.PRODUCE]
 
     @st.composite
     def batch(draw: st.DrawFn) -> bytes:

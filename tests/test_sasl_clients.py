@@ -27,6 +27,9 @@ from tests.tls_helpers import Pki, make_pki
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 USER, PASSWORD = "alice", "alice-secret"
 N = 200
+#: the broker modules that log the SASL exchange
+SASL_LOGGERS = ("minikafka.broker.sasl", "minikafka.broker.handlers.sasl_handshake",
+                "minikafka.broker.handlers.sasl_authenticate")
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +230,7 @@ def test_wrong_password_is_refused_with_sasl_authentication_failed(
         else:
             text = aiokafka_refused(sasl_endpoint(broker), pki, mechanism, caplog)
     assert expected in text, text
-    broker_lines = [r.getMessage() for r in caplog.records if r.name == "minikafka.sasl"]
+    broker_lines = [r.getMessage() for r in caplog.records if r.name in SASL_LOGGERS]
     assert any("authentication failed" in line for line in broker_lines)
 
 

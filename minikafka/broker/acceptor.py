@@ -21,7 +21,7 @@ from typing import Any
 
 from minikafka.protocol.framing import FrameReader
 
-log = logging.getLogger("minikafka.broker")
+log = logging.getLogger(__name__)
 
 #: At most this many connections are accepted per readiness event, so a flood of connects
 #: cannot hold the loop for long either.

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         IncrementalAlterConfigsResponse,
     )
 
-log = logging.getLogger("minikafka.admin")
+log = logging.getLogger(__name__)
 #: the response of the API asked: AlterConfigs or IncrementalAlterConfigs
 R = TypeVar("R", "AlterConfigsResponse", "IncrementalAlterConfigsResponse")
 

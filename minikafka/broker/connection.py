@@ -23,18 +23,20 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.protocol import fast
+from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.framing import FrameReader
 from minikafka.protocol.headers import MalformedRequest, RequestHeader, parse_request_header
 
 if TYPE_CHECKING:
+    from minikafka.broker.dispatch import ApiSpec
     from minikafka.broker.listeners import Listener
     from minikafka.broker.sasl import SaslSession
     from minikafka.broker.server import Broker
-    from minikafka.protocol.apis import ApiSpec
 
-log = logging.getLogger("minikafka.connection")
+log = logging.getLogger(__name__)
 
-API_VERSIONS_KEY = 18
+#: read on every answer: a module constant, cheaper than the enum's attribute
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 #: Pause reading when this many response bytes wait for a slow reader.
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: Queued answers are written at once when they reach this many bytes, without waiting for the

@@ -10,13 +10,13 @@ from minikafka.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
     from minikafka.broker.connection import Connection
+    from minikafka.broker.dispatch import ApiSpec
     from minikafka.broker.fetch_waiters import FetchWaiters
     from minikafka.broker.flusher import Flusher
     from minikafka.broker.groups import GroupCoordinator
     from minikafka.broker.metrics import Metrics
     from minikafka.broker.transactions import TransactionCoordinator
     from minikafka.config import BrokerConfig
-    from minikafka.protocol.apis import ApiSpec
     from minikafka.storage.facade import Storage
     from minikafka.storage.producer_ids import ProducerIdAllocator
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from minikafka.broker.internal_records import partition_for
 from minikafka.errors import ErrorCode, KafkaError
 
-log = logging.getLogger("minikafka.coordinator")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

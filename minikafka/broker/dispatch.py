@@ -1,60 +1,90 @@
-"""The dispatch table: API key -> served versions, codec classes, handler module.
+"""The dispatch table: each API minikafka serves, with the handler that answers it.
 
-This is the one place that says which Kafka APIs minikafka speaks; ApiVersions advertises
-exactly this table. Codec classes and handlers are loaded on the first request of each API
-(see :class:`minikafka.protocol.apis.ApiSpec`).
+The protocol says which APIs and versions minikafka speaks and how they are encoded
+(:mod:`minikafka.protocol.apis`); this module pairs each of them with its handler module, and
+ApiVersions advertises exactly the resulting table. Handlers, like codec classes, are loaded on
+the first request of their API.
 """
 
 from __future__ import annotations
 
-from minikafka.protocol.apis import ApiSpec
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from minikafka._kafka_codec import load_quietly
+from minikafka.protocol.apis import ApiCodec, ApiKey, api_codecs
+
+if TYPE_CHECKING:
+    from kafka.protocol.api_message import ApiMessage
+
+    from minikafka.broker.context import RequestContext
+
+#: A handler module's ``handle(ctx, request)``. Each handler takes its own API's request family (e.g.
+#: ``DeleteRecordsRequest``), so the table can only say "a request"; the answer is that API's
+#: response, or None when nothing is sent back (Produce with acks=0).
+Handler = Callable[["RequestContext", Any], Awaitable["ApiMessage | None"]]
 
 _HANDLERS = "minikafka.broker.handlers."
 
-#: key, name, min version, max version, kafka-python codec module, handler module
-_TABLE: list[tuple[int, str, int, int, str, str]] = [
-    (0, "Produce", 0, 12, "kafka.protocol.producer", "produce"),
-    (1, "Fetch", 0, 12, "kafka.protocol.consumer", "fetch"),
-    (2, "ListOffsets", 0, 8, "kafka.protocol.consumer", "list_offsets"),
-    (3, "Metadata", 0, 12, "kafka.protocol.metadata", "metadata"),
-    (8, "OffsetCommit", 0, 9, "kafka.protocol.consumer.group", "offset_commit"),
-    (9, "OffsetFetch", 0, 9, "kafka.protocol.consumer.group", "offset_fetch"),
-    (10, "FindCoordinator", 0, 4, "kafka.protocol.metadata.find_coordinator", "find_coordinator"),
-    (11, "JoinGroup", 0, 9, "kafka.protocol.consumer.group", "join_group"),
-    (12, "Heartbeat", 0, 4, "kafka.protocol.consumer.group", "heartbeat"),
-    (13, "LeaveGroup", 0, 5, "kafka.protocol.consumer.group", "leave_group"),
-    (14, "SyncGroup", 0, 5, "kafka.protocol.consumer.group", "sync_group"),
-    (15, "DescribeGroups", 0, 6, "kafka.protocol.admin.groups", "describe_groups"),
-    (16, "ListGroups", 0, 5, "kafka.protocol.admin.groups", "list_groups"),
-    # SASL listeners (minikafka.broker.sasl); on other listeners they answer ILLEGAL_SASL_STATE
-    (17, "SaslHandshake", 0, 1, "kafka.protocol.sasl", "sasl_handshake"),
-    (18, "ApiVersions", 0, 4, "kafka.protocol.metadata", "api_versions"),
-    (19, "CreateTopics", 0, 7, "kafka.protocol.admin", "create_topics"),
-    (20, "DeleteTopics", 0, 6, "kafka.protocol.admin", "delete_topics"),
-    (21, "DeleteRecords", 0, 2, "kafka.protocol.admin", "delete_records"),
-    (22, "InitProducerId", 0, 5, "kafka.protocol.producer", "init_producer_id"),
-    # transactions (minikafka.broker.transactions); AddPartitionsToTxn v4+ is broker-to-coordinator
-    # and answers CLUSTER_AUTHORIZATION_FAILED to clients; EndTxn v5 (KIP-890 part 2) is not served
-    (24, "AddPartitionsToTxn", 0, 5, "kafka.protocol.producer", "add_partitions_to_txn"),
-    (25, "AddOffsetsToTxn", 0, 4, "kafka.protocol.producer", "add_offsets_to_txn"),
-    (26, "EndTxn", 0, 4, "kafka.protocol.producer", "end_txn"),
-    (28, "TxnOffsetCommit", 0, 4, "kafka.protocol.producer", "txn_offset_commit"),
-    (32, "DescribeConfigs", 0, 4, "kafka.protocol.admin", "describe_configs"),
-    (33, "AlterConfigs", 0, 2, "kafka.protocol.admin", "alter_configs"),
-    (36, "SaslAuthenticate", 0, 2, "kafka.protocol.sasl", "sasl_authenticate"),
-    (37, "CreatePartitions", 0, 3, "kafka.protocol.admin", "create_partitions"),
-    (42, "DeleteGroups", 0, 2, "kafka.protocol.admin.groups", "delete_groups"),
-    (44, "IncrementalAlterConfigs", 0, 1, "kafka.protocol.admin", "incremental_alter_configs"),
-    (47, "OffsetDelete", 0, 0, "kafka.protocol.consumer.group", "offset_delete"),
-    (60, "DescribeCluster", 0, 1, "kafka.protocol.admin", "describe_cluster"),
-    (61, "DescribeProducers", 0, 0, "kafka.protocol.admin", "describe_producers"),
-    (65, "DescribeTransactions", 0, 0, "kafka.protocol.admin", "describe_transactions"),
-    (66, "ListTransactions", 0, 1, "kafka.protocol.admin", "list_transactions"),
-]
+#: API key -> module under minikafka.broker.handlers with its ``async def handle(ctx, request)``
+_HANDLER_MODULES: dict[ApiKey, str] = {
+    ApiKey.PRODUCE: "produce",
+    ApiKey.FETCH: "fetch",
+    ApiKey.LIST_OFFSETS: "list_offsets",
+    ApiKey.METADATA: "metadata",
+    ApiKey.OFFSET_COMMIT: "offset_commit",
+    ApiKey.OFFSET_FETCH: "offset_fetch",
+    ApiKey.FIND_COORDINATOR: "find_coordinator",
+    ApiKey.JOIN_GROUP: "join_group",
+    ApiKey.HEARTBEAT: "heartbeat",
+    ApiKey.LEAVE_GROUP: "leave_group",
+    ApiKey.SYNC_GROUP: "sync_group",
+    ApiKey.DESCRIBE_GROUPS: "describe_groups",
+    ApiKey.LIST_GROUPS: "list_groups",
+    ApiKey.SASL_HANDSHAKE: "sasl_handshake",
+    ApiKey.API_VERSIONS: "api_versions",
+    ApiKey.CREATE_TOPICS: "create_topics",
+    ApiKey.DELETE_TOPICS: "delete_topics",
+    ApiKey.DELETE_RECORDS: "delete_records",
+    ApiKey.INIT_PRODUCER_ID: "init_producer_id",
+    ApiKey.ADD_PARTITIONS_TO_TXN: "add_partitions_to_txn",
+    ApiKey.ADD_OFFSETS_TO_TXN: "add_offsets_to_txn",
+    ApiKey.END_TXN: "end_txn",
+    ApiKey.TXN_OFFSET_COMMIT: "txn_offset_commit",
+    ApiKey.DESCRIBE_CONFIGS: "describe_configs",
+    ApiKey.ALTER_CONFIGS: "alter_configs",
+    ApiKey.SASL_AUTHENTICATE: "sasl_authenticate",
+    ApiKey.CREATE_PARTITIONS: "create_partitions",
+    ApiKey.DELETE_GROUPS: "delete_groups",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
+    ApiKey.OFFSET_DELETE: "offset_delete",
+    ApiKey.DESCRIBE_CLUSTER: "describe_cluster",
+    ApiKey.DESCRIBE_PRODUCERS: "describe_producers",
+    ApiKey.DESCRIBE_TRANSACTIONS: "describe_transactions",
+    ApiKey.LIST_TRANSACTIONS: "list_transactions",
+}
+
+
+@dataclass(frozen=True)
+class ApiSpec(ApiCodec):
+    """One row of the broker's table: the API's codec, and the module of the handler that answers it.
+
+    A subclass rather than a pair, so that the connection reads the version range, the codec and
+    the handler off one object per request."""
+
+    handler_module: str  # module with ``async def handle(ctx, request)``
+
+    @cached_property
+    def handler(self) -> Handler:
+        handle: Handler = load_quietly(self.handler_module, "handle")
+        return handle
 
 
 def build_api_table() -> dict[int, ApiSpec]:
     return {
-        key: ApiSpec(key, name, low, high, codec, _HANDLERS + handler)
-        for key, name, low, high, codec, handler in _TABLE
+        codec.key: ApiSpec(codec.key, codec.name, codec.min_version, codec.max_version, codec.codec_module,
+                           _HANDLERS + _HANDLER_MODULES[codec.key])
+        for codec in api_codecs()
     }

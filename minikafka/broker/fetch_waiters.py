@@ -9,14 +9,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-Key = tuple[str, int]
+from minikafka.storage.disk_format import TopicPartition
+
 #: Where a Fetch naming no partitions waits: only the broker's stop (notify_all) wakes it early.
-NO_PARTITIONS: Key = ("", -1)
+NO_PARTITIONS: TopicPartition = ("", -1)
 
 
 class FetchWaiters:
     def __init__(self) -> None:
-        self._waiters: dict[Key, set[asyncio.Future[None]]] = {}
+        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
 
     def notify(self, partition_log: Any) -> None:
         waiters = self._waiters.pop((partition_log.topic, partition_log.partition), None)
@@ -32,7 +33,7 @@ class FetchWaiters:
                     fut.set_result(None)
         self._waiters.clear()
 
-    async def wait(self, keys: list[Key], timeout: float) -> None:
+    async def wait(self, keys: list[TopicPartition], timeout: float) -> None:
         """Return when any of ``keys`` is appended to, or after ``timeout`` seconds."""
         if timeout <= 0:
             return

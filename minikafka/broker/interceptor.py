@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from minikafka.broker.context import RequestContext
-from minikafka.protocol.apis import ApiSpec
+from minikafka.broker.dispatch import ApiSpec
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage

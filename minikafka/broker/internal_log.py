@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from minikafka.broker.flusher import Flusher
     from minikafka.config import BrokerConfig
 
-log = logging.getLogger("minikafka.internal_log")
+log = logging.getLogger(__name__)
 
 #: Compact when the log holds this many times more records than there are live keys.
 COMPACT_FACTOR = 2

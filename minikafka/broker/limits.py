@@ -31,7 +31,7 @@ from minikafka.config import BrokerConfig, list_setting
 if TYPE_CHECKING:
     from minikafka.broker.connection import Connection
 
-log = logging.getLogger("minikafka.limits")
+log = logging.getLogger(__name__)
 
 
 def _parse_overrides(text: str) -> dict[str, int]:

@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from minikafka.errors import ErrorCode
+from minikafka.storage.disk_format import TopicPartition
 
 if TYPE_CHECKING:
     from minikafka.storage.log_manager import TopicInfo
 
-TopicPartition = tuple[str, int]
 
 
 def per_partition(topic_cls: Any, request_topics: Iterable[Any], answer: Callable[[str, Any], Any],

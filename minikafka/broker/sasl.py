@@ -34,6 +34,7 @@ import scramp
 from scramp.utils import ServerError
 
 from minikafka.config import BrokerConfig, list_setting
+from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.framing import frame
 from minikafka.protocol.headers import MalformedRequest, parse_request_header
 
@@ -41,12 +42,14 @@ if TYPE_CHECKING:
     from minikafka.broker.connection import Connection
     from minikafka.broker.listeners import Listener
 
-log = logging.getLogger("minikafka.sasl")
+log = logging.getLogger(__name__)
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MIN_SCRAM_ITERATIONS = 4096
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+#: what a client may send on a SASL listener before its handshake, and after it until authenticated
+_BEFORE_HANDSHAKE = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE)
+_AFTER_HANDSHAKE = (ApiKey.SASL_AUTHENTICATE,)
 
 
 class SaslFailure(Exception):
@@ -282,7 +285,7 @@ class SaslSession:
             log.warning("closing connection from %s on SASL listener %s: not a Kafka request (%s); is the client "
                         "configured with the wrong security protocol?", conn.peer, self.listener.name, exc)
             return False
-        allowed = (API_VERSIONS, SASL_HANDSHAKE) if self.state == self.HANDSHAKE else (SASL_AUTHENTICATE,)
+        allowed = _BEFORE_HANDSHAKE if self.state == self.HANDSHAKE else _AFTER_HANDSHAKE
         if header.api_key in allowed:
             return None
         log.warning("closing connection from %s on SASL listener %s: ILLEGAL_SASL_STATE: unexpected request "

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from minikafka import __version__
 from minikafka.broker.connection import Connection
 from minikafka.broker.context import BrokerServices
-from minikafka.broker.dispatch import build_api_table
+from minikafka.broker.dispatch import ApiSpec, build_api_table
 from minikafka.broker.fetch_waiters import FetchWaiters
 from minikafka.broker.flusher import Flusher
 from minikafka.broker.groups import GroupCoordinator  # consumer groups
@@ -30,7 +30,7 @@ from minikafka.broker.transactions import TransactionCoordinator
 from minikafka.broker.transactions.state_log import TxnStateLog
 from minikafka.clock import wall_clock_ms
 from minikafka.config import BrokerConfig
-from minikafka.protocol.apis import ApiSpec
+from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.framing import FrameReader
 from minikafka.startup_errors import BindError, DataDirError, KeyMaterialError
 from minikafka.storage.cleaner import LogCleaner
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from minikafka.broker.sasl import UserStore
     from minikafka.storage.cleaner import CleanResult
 
-log = logging.getLogger("minikafka.broker")
+log = logging.getLogger(__name__)
 #: How often logs are asked whether their flush policy (roll, flush.ms) wants an fsync.
 FLUSH_CHECK_SECONDS = 1.0
 
@@ -289,7 +289,7 @@ class Broker:
         spec = self.api_table.get(api_key)
         if spec is None:
             return False
-        if api_key == 18:  # ApiVersions: v3+ is flexible even above the supported range
+        if api_key == ApiKey.API_VERSIONS:  # v3+ is flexible even above the supported range
             return api_version >= 3
         return spec.flexible(api_version) if spec.supports(api_version) else False
 

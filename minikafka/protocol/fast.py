@@ -20,6 +20,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from minikafka.protocol.apis import ApiCodec, ApiKey
 from minikafka.protocol.nulls import NullInRequest, check_request_nulls
 
 _HEAD = struct.Struct(">ii")
@@ -47,6 +48,9 @@ PRODUCE_FLEXIBLE = 9
 #: and appended in place, without a copy.
 SHARED_RECORDS = 64 * 1024
 FETCH_FLEXIBLE = 12
+#: the keys with fast paths, as module constants: cheaper per request than the enum's attributes
+_PRODUCE = ApiKey.PRODUCE
+_FETCH = ApiKey.FETCH
 
 Parts = list[bytes | bytearray | memoryview]
 
@@ -62,9 +66,9 @@ def frame_head(body_size: int, correlation_id: int, flexible: bool) -> bytes:
     return _HEAD.pack(body_size + 4, correlation_id)
 
 
-def decode_request(spec: Any, version: int, body: memoryview) -> Any:
+def decode_request(spec: ApiCodec, version: int, body: memoryview) -> Any:
     """The request object for ``body`` (the bytes after the request header)."""
-    if spec.key == 0 and version in PRODUCE_REQUEST_VERSIONS:
+    if spec.key == _PRODUCE and version in PRODUCE_REQUEST_VERSIONS:
         try:
             return decode_produce_request(spec.request, body, version)
         except _StepAside:
@@ -77,9 +81,9 @@ def decode_request(spec: Any, version: int, body: memoryview) -> Any:
 def encode_response(api_key: int, version: int, response: Any) -> Parts | None:
     """The body of ``response`` as parts to write in order, or None: kafka-python encodes it."""
     try:
-        if api_key == 0 and version in PRODUCE_RESPONSE_VERSIONS:
+        if api_key == _PRODUCE and version in PRODUCE_RESPONSE_VERSIONS:
             return [encode_produce_response(response, version)]
-        if api_key == 1 and version in FETCH_RESPONSE_VERSIONS:
+        if api_key == _FETCH and version in FETCH_RESPONSE_VERSIONS:
             return encode_fetch_response(response, version)
     except (_StepAside, struct.error, AttributeError, TypeError, ValueError, OverflowError):
         pass  # kafka-python encodes it, or raises the error it raises

@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from minikafka.spark_export.errors import ExportOptionError
 from minikafka.spark_export.files import Entry, Files
 from minikafka.storage.disk_format import SEGMENT_LOG_NAME as _SEGMENT_LOG
-from minikafka.storage.disk_format import is_internal_topic, parse_offset_checkpoint, parse_partition_dir_name
+from minikafka.storage.disk_format import (
+    TopicPartition,
+    is_internal_topic,
+    parse_offset_checkpoint,
+    parse_partition_dir_name,
+)
 
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
@@ -66,7 +71,7 @@ def list_segments(files: Files, path: str) -> list[SegmentFile]:
     return out
 
 
-def read_offset_checkpoint(files: Files, path: str) -> dict[tuple[str, int], int]:
+def read_offset_checkpoint(files: Files, path: str) -> dict[TopicPartition, int]:
     """Kafka's offset checkpoint text format (version 0); an unreadable file reads as empty."""
     raw = files.read_bytes(path)
     if raw is None:

@@ -41,12 +41,12 @@ from typing import Any
 
 from minikafka.spark_export.errors import ExportOptionError
 from minikafka.spark_export.files import S3_OPTIONS, Storage
+from minikafka.storage.disk_format import TopicPartition
 
 EARLIEST = -2
 LATEST = -1
 DEFAULT_MAX_BYTES_PER_PARTITION = 1 << 30
 
-TopicPartition = tuple[str, int]
 
 #: The options the reader honours, as documented: Spark's Kafka source names, the extensions, and
 #: ``path``, which Spark sets from ``load(path)``. The S3 connection options are added below.

@@ -32,9 +32,10 @@ from minikafka.spark_export.offsets import (
     offset_for_timestamp,
     position_for_offset,
 )
-from minikafka.spark_export.options import EARLIEST, LATEST, OffsetLimit, ReadOptions, TopicPartition
+from minikafka.spark_export.options import EARLIEST, LATEST, OffsetLimit, ReadOptions
 from minikafka.spark_export.scan import SegmentSlice
 from minikafka.spark_export.transactions import AbortedTxn, transaction_state
+from minikafka.storage.disk_format import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

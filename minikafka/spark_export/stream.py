@@ -23,7 +23,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from minikafka.spark_export.options import EARLIEST, OffsetLimit, ReadOptions, TopicPartition
+from minikafka.spark_export.options import EARLIEST, OffsetLimit, ReadOptions
+from minikafka.storage.disk_format import TopicPartition
 
 try:  # Spark 4.2+: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (

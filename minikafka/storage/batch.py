@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from ..errors import ErrorCode, KafkaError
+from minikafka.errors import ErrorCode, KafkaError
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength, counted in every size limit

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 from minikafka.storage.atomic_files import atomic_write, fsync_dir
-from minikafka.storage.disk_format import format_offset_checkpoint, parse_offset_checkpoint
+from minikafka.storage.disk_format import TopicPartition, format_offset_checkpoint, parse_offset_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +57,11 @@ def random_kafka_uuid() -> uuid.UUID:
 # ---------------------------------------------------------------------- offset checkpoints
 
 
-def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+def write_offset_checkpoint(path: Path, offsets: dict[TopicPartition, int]) -> None:
     atomic_write(path, format_offset_checkpoint(offsets).encode())
 
 
-def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
     """The entries of a checkpoint file; empty (with a warning) if it is missing or malformed."""
     try:
         text = path.read_text(encoding="utf-8")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from ..errors import KafkaError
-from .batch import (
+from minikafka.errors import KafkaError
+from minikafka.storage.batch import (
     CONTROL_FLAG,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -22,7 +22,7 @@ from .batch import (
     BatchHeader,
     compute_crc,
 )
-from .records import read_varint
+from minikafka.storage.records import read_varint
 
 ABORT = 0
 COMMIT = 1

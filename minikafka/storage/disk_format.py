@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import re
 
+#: A partition by topic name and number: the key of every per-partition table, in storage, the
+#: broker and the Spark reader alike (Kafka's ``TopicPartition``).
+TopicPartition = tuple[str, int]
+
 # ----------------------------------------------------------------------------- topic names
 
 MAX_TOPIC_NAME_LENGTH = 249
@@ -63,7 +67,7 @@ def offset_file_name(offset: int, suffix: str) -> str:
     return f"{offset:020d}{suffix}"
 
 
-def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+def parse_partition_dir_name(name: str) -> TopicPartition | None:
     """``orders-3`` -> ``("orders", 3)``; None for anything that is not a partition directory."""
     match = PARTITION_DIR.match(name)
     if match is None or match["topic"] in (".", ".."):
@@ -74,7 +78,7 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
 # ----------------------------------------------------------------------------- checkpoints
 
 
-def parse_offset_checkpoint(text: str) -> dict[tuple[str, int], int]:
+def parse_offset_checkpoint(text: str) -> dict[TopicPartition, int]:
     """The entries of an offset checkpoint file's text; ValueError when it is malformed."""
     try:
         lines = text.splitlines()
@@ -84,7 +88,7 @@ def parse_offset_checkpoint(text: str) -> dict[tuple[str, int], int]:
         entries = [line.split() for line in lines[2:] if line.strip()]
         if len(entries) != count:
             raise ValueError(f"{len(entries)} entries where {count} were announced")
-        out: dict[tuple[str, int], int] = {}
+        out: dict[TopicPartition, int] = {}
         for fields in entries:
             if len(fields) != 3:
                 raise ValueError(f"malformed line {' '.join(fields)!r}")
@@ -94,7 +98,7 @@ def parse_offset_checkpoint(text: str) -> dict[tuple[str, int], int]:
         raise ValueError(str(e)) from e
 
 
-def format_offset_checkpoint(offsets: dict[tuple[str, int], int]) -> str:
+def format_offset_checkpoint(offsets: dict[TopicPartition, int]) -> str:
     lines = ["0", str(len(offsets))]
     lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
     return "\n".join(lines) + "\n"

@@ -29,11 +29,17 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..config import timestamp_bounds, topic_config
-from ..errors import ErrorCode, KafkaError
-from .batch import CODEC_LZ4, CODEC_ZSTD, COMPRESSION_MASK, TIMESTAMP_TYPE_MASK, split_batches
-from .recompress import build_batch, compress, target_codec
-from .records import decompress
+from minikafka.config import timestamp_bounds, topic_config
+from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage.batch import (
+    CODEC_LZ4,
+    CODEC_ZSTD,
+    COMPRESSION_MASK,
+    TIMESTAMP_TYPE_MASK,
+    split_batches,
+)
+from minikafka.storage.recompress import build_batch, compress, target_codec
+from minikafka.storage.records import decompress
 
 _PREFIX = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _TIMESTAMP = struct.Struct(">q")

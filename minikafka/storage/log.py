@@ -24,10 +24,10 @@ from typing import Any
 
 from crc32c import crc32c
 
-from ..clock import wall_clock_ms
-from ..config import LONG_MAX, timestamp_bounds, topic_config
-from ..errors import ErrorCode, KafkaError
-from .batch import (
+from minikafka.clock import wall_clock_ms
+from minikafka.config import LONG_MAX, timestamp_bounds, topic_config
+from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_FLAG,
@@ -40,14 +40,14 @@ from .batch import (
     compute_crc,
     set_log_append_time,
 )
-from .control import Marker, build_marker
-from .disk_format import offset_file_name
-from .log_loader import load
-from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateEntry, ProducerStateManager
-from .recompress import TOPIC_CODECS, recompress
-from .records import decode_records
-from .segment import LogSegment
-from .txn_index import AbortedTxn
+from minikafka.storage.control import Marker, build_marker
+from minikafka.storage.disk_format import offset_file_name
+from minikafka.storage.log_loader import load
+from minikafka.storage.producer_state import DEFAULT_EXPIRATION_MS, ProducerStateEntry, ProducerStateManager
+from minikafka.storage.recompress import TOPIC_CODECS, recompress
+from minikafka.storage.records import decode_records
+from minikafka.storage.segment import LogSegment
+from minikafka.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 

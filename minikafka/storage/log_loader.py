@@ -15,18 +15,18 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from .batch import BatchHeader
-from .control import parse_marker
-from .disk_format import SEGMENT_INDEX_SUFFIXES, SEGMENT_LOG_NAME, offset_file_name
-from .producer_state import ProducerStateManager
-from .segment import LogSegment
-from .swap import complete_interrupted_swaps
+from minikafka.storage.batch import BatchHeader
+from minikafka.storage.control import parse_marker
+from minikafka.storage.disk_format import SEGMENT_INDEX_SUFFIXES, SEGMENT_LOG_NAME, offset_file_name
+from minikafka.storage.producer_state import ProducerStateManager
+from minikafka.storage.segment import LogSegment
+from minikafka.storage.swap import complete_interrupted_swaps
 
 if TYPE_CHECKING:
-    from .log import PartitionLog
+    from minikafka.storage.log import PartitionLog
 
 # The repairs are logged under the log module's name, as they were before loading had its own module.
-log = logging.getLogger("minikafka.storage.log")
+log = logging.getLogger(__name__)
 
 _SEGMENT_NAME = SEGMENT_LOG_NAME
 _INDEX_SUFFIXES = SEGMENT_INDEX_SUFFIXES

@@ -29,15 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..clock import wall_clock_ms
-from ..config import BrokerConfig, parse_topic_configs
-from ..errors import ErrorCode, KafkaError
-from ..startup_errors import DataDirError
-from . import checkpoints as ckpt
-from .atomic_files import atomic_write
-from .dir_lock import DataDirLock
-from .disk_format import PARTITION_DIR, parse_partition_dir_name, topic_name_error
-from .log import PartitionLog
+from minikafka.clock import wall_clock_ms
+from minikafka.config import BrokerConfig, parse_topic_configs
+from minikafka.errors import ErrorCode, KafkaError
+from minikafka.startup_errors import DataDirError
+from minikafka.storage import checkpoints as ckpt
+from minikafka.storage.atomic_files import atomic_write
+from minikafka.storage.dir_lock import DataDirLock
+from minikafka.storage.disk_format import (
+    PARTITION_DIR,
+    TopicPartition,
+    parse_partition_dir_name,
+    topic_name_error,
+)
+from minikafka.storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +94,9 @@ class LogManager:
         self.cluster_id = ""
         self.clean_start = False
         self._topics: dict[str, TopicInfo] = {}
-        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._logs: dict[TopicPartition, PartitionLog] = {}
         #: partitions that could not be opened (the broker answers KAFKA_STORAGE_ERROR for them)
-        self.offline: dict[tuple[str, int], str] = {}
+        self.offline: dict[TopicPartition, str] = {}
         self._loaded = False
         self._lock = DataDirLock(self.data_dir)
 
@@ -409,8 +414,8 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write both offset checkpoint files (Kafka's format, atomically)."""
-        recovery: dict[tuple[str, int], int] = {}
-        starts: dict[tuple[str, int], int] = {}
+        recovery: dict[TopicPartition, int] = {}
+        starts: dict[TopicPartition, int] = {}
         for key, plog in self._logs.items():
             recovery[key] = plog.recovery_point
             segments = plog.segments

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .atomic_files import atomic_write
+from minikafka.storage.atomic_files import atomic_write
 
 BLOCK_SIZE = 1000
 FILE_NAME = "minikafka-producer-ids"

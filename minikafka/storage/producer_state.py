@@ -39,7 +39,7 @@ from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage import snapshot as snapshots
 from minikafka.storage.batch import CONTROL_FLAG, INT32_MAX, TRANSACTIONAL_FLAG, BatchHeader, last_sequence
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: Batches remembered per producer; matches the clients' limit of 5 in-flight requests.
 NUM_BATCHES_TO_RETAIN = 5
@@ -201,7 +201,7 @@ class ProducerStateManager:
         now = time.monotonic()
         if now - self._last_full_warning >= 60:
             self._last_full_warning = now
-            logger.warning("%s tracks %d producer ids (minikafka.producer.state.max.entries): refusing new ones "
+            log.warning("%s tracks %d producer ids (minikafka.producer.state.max.entries): refusing new ones "
                            "until some expire (producer.id.expiration.ms)", name, count)
         raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                          f"partition {name} already tracks {count} producer ids "
@@ -406,7 +406,7 @@ class ProducerStateManager:
                 mtime_ms = os.stat(path).st_mtime_ns // 1_000_000
                 loaded = snapshots.decode_snapshot(data, mtime_ms, BatchMetadata)
             except (OSError, snapshots.CorruptSnapshotError) as exc:
-                logger.warning("deleting unusable producer snapshot %s: %s", path, exc)
+                log.warning("deleting unusable producer snapshot %s: %s", path, exc)
                 self._unlink(path)
                 continue
             dropped = self._install(loaded)
@@ -478,4 +478,4 @@ class ProducerStateManager:
         try:
             path.unlink(missing_ok=True)
         except OSError as exc:  # e.g. a read-only directory: never fatal for the broker
-            logger.warning("could not delete producer snapshot %s: %s", path, exc)
+            log.warning("could not delete producer snapshot %s: %s", path, exc)

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 from kafka.record.util import encode_varint
 
-from ..errors import ErrorCode, KafkaError
-from .batch import (
+from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CRC_OFFSET,
@@ -35,7 +35,7 @@ from .batch import (
     BatchHeader,
     compute_crc,
 )
-from .records import decompress
+from minikafka.storage.records import decompress
 
 #: ``compression.type`` values -> codec id (None: keep the producer's codec).
 TOPIC_CODECS: dict[str, int | None] = {

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ErrorCode, KafkaError
-from .batch import HEADER_SIZE, BatchHeader
+from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage.batch import HEADER_SIZE, BatchHeader
 
 
 @dataclass(slots=True)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from .batch import ATTRIBUTES_OFFSET, HEADER_SIZE, INT32_MAX, LOG_OVERHEAD, BatchHeader
-from .disk_format import offset_file_name
-from .index import CorruptIndexError, OffsetIndex, TimeIndex
-from .txn_index import TransactionIndex
+from minikafka.storage.batch import ATTRIBUTES_OFFSET, HEADER_SIZE, INT32_MAX, LOG_OVERHEAD, BatchHeader
+from minikafka.storage.disk_format import offset_file_name
+from minikafka.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from minikafka.storage.txn_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .atomic_files import fsync_dir
-from .batch import HEADER_SIZE, BatchHeader
-from .disk_format import offset_file_name
+from minikafka.storage.atomic_files import fsync_dir
+from minikafka.storage.batch import HEADER_SIZE, BatchHeader
+from minikafka.storage.disk_format import offset_file_name
 
 log = logging.getLogger(__name__)
 

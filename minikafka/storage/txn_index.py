@@ -25,7 +25,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import NamedTuple
 
-from .index import CorruptIndexError, IndexFileHandle
+from minikafka.storage.index import CorruptIndexError, IndexFileHandle
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from aiohttp.streams import StreamReader
     from aiohttp.web_protocol import RequestHandler
 
-log = logging.getLogger("minikafka.admin")
+log = logging.getLogger(__name__)
 
 MAX_BODY = 1 << 20
 IDLE_TIMEOUT = 60.0

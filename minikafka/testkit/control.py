@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from minikafka.broker.server import Broker
     from minikafka.storage.log import PartitionLog
 
-log = logging.getLogger("minikafka.control")
+log = logging.getLogger(__name__)
 
 #: the clock value that makes every producer look idle for longer than any expiration time
 _FAR_FUTURE_MS = 1 << 62

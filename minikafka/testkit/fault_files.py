@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from minikafka.testkit.faults import FaultRuleError, check_rules, rule_specs
 
 if TYPE_CHECKING:
-    from minikafka.protocol.apis import ApiSpec
+    from minikafka.broker.dispatch import ApiSpec
 
 
 class FaultFileRuleError(FaultRuleError):

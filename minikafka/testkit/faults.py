@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.context import CloseConnection, RequestContext
+from minikafka.broker.dispatch import ApiSpec
 from minikafka.errors import ErrorCode
-from minikafka.protocol.apis import ApiSpec
+from minikafka.protocol.apis import ApiKey
 from minikafka.testkit import fault_messages as messages
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
     from minikafka.broker.server import Broker
 
-log = logging.getLogger("minikafka.faults")
+log = logging.getLogger(__name__)
 
 ACTIONS = ("error_before", "error_after", "drop_response", "delay", "close", "crash")
 TRIGGERS = ("once", "next", "every", "nth", "always")
@@ -61,7 +62,8 @@ DEFAULT_HOLD_MS = 30_000
 DEFAULT_ERROR = ErrorCode.NOT_LEADER_OR_FOLLOWER
 #: APIs that change nothing: ``error_before`` may handle them and rewrite the answer, which
 #: keeps a partly matched Fetch from turning into a long poll over no partitions
-READ_ONLY_API_KEYS = frozenset({1, 2, 18, 32, 60, 61})
+READ_ONLY_API_KEYS = frozenset({ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS, ApiKey.DESCRIBE_CONFIGS,
+                                ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_PRODUCERS})
 
 _KNOWN_FIELDS = frozenset({
     "id", "action", "api", "topic", "partition", "client_id", "trigger", "n", "error", "message",

@@ -30,8 +30,7 @@ from minikafka.broker.cluster.partition_state import (
 )
 from minikafka.broker.cluster.placement import PlacementError, check_assignment, place
 from minikafka.errors import ErrorCode
-
-TopicPartition = tuple[str, int]
+from minikafka.storage.disk_format import TopicPartition
 
 
 class ElectionType(enum.IntEnum):

@@ -9,14 +9,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from minikafka.broker.groups.group import Group, GroupState
+from minikafka.broker.groups.offset_store import OffsetStore
+from minikafka.broker.groups.table import GroupTable
 from minikafka.broker.internal_records import append_error
 from minikafka.errors import ErrorCode, KafkaError
 
-from .group import Group, GroupState
-from .offset_store import OffsetStore
-from .table import GroupTable
-
-log = logging.getLogger("minikafka.groups")
+log = logging.getLogger(__name__)
 
 #: The group type ListGroups v5 and DescribeGroups report.
 CLASSIC = "classic"

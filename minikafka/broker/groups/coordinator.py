@@ -36,21 +36,20 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from minikafka.broker.coordinator_runtime import CoordinatorPartitions
+from minikafka.broker.groups.admin import GroupAdmin
+from minikafka.broker.groups.group import Group, GroupState, JoinResult, Member, SyncResult
+from minikafka.broker.groups.offset_store import OffsetStore
+from minikafka.broker.groups.offsets import GroupOffsets
+from minikafka.broker.groups.records import OFFSETS_TOPIC
+from minikafka.broker.groups.table import GroupTable
 from minikafka.broker.internal_log import INTERNAL_TOPIC_PARTITIONS
 from minikafka.broker.internal_records import RecordFormatError, append_error, encodable
 from minikafka.errors import ErrorCode, KafkaError
 
-from .admin import GroupAdmin
-from .group import Group, GroupState, JoinResult, Member, SyncResult
-from .offset_store import OffsetStore
-from .offsets import GroupOffsets
-from .records import OFFSETS_TOPIC
-from .table import GroupTable
-
 if TYPE_CHECKING:
     from minikafka.config import BrokerConfig
 
-log = logging.getLogger("minikafka.groups")
+log = logging.getLogger(__name__)
 
 #: How long a new member's JoinGroup may stay parked before it is dropped (Kafka: 5 minutes).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000

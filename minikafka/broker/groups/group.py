@@ -24,11 +24,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
+from minikafka.broker.groups.records import MemberIdentity, StoredGroup, StoredMember
 from minikafka.errors import ErrorCode
 
-from .records import MemberIdentity, StoredGroup, StoredMember
-
-log = logging.getLogger("minikafka.groups")
+log = logging.getLogger(__name__)
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 #: The longest client id prefix put into a generated member id (Kafka strings have an int16 length).

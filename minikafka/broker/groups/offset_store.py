@@ -30,19 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from minikafka.broker.internal_log import (
-    InternalLog,
-    Record,
-    build_batch,
-    replay,
-    rewrite_live,
-    should_compact,
-)
-from minikafka.broker.internal_records import RecordFormatError
-from minikafka.errors import ErrorCode, KafkaError
-from minikafka.storage.facade import PartitionStorage, Storage
-
-from .records import (
+from minikafka.broker.groups.records import (
     OFFSETS_TOPIC,
     CommittedOffset,
     GroupKey,
@@ -56,13 +44,24 @@ from .records import (
     parse_key,
     parse_offset_value,
 )
+from minikafka.broker.internal_log import (
+    InternalLog,
+    Record,
+    build_batch,
+    replay,
+    rewrite_live,
+    should_compact,
+)
+from minikafka.broker.internal_records import RecordFormatError
+from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage.disk_format import TopicPartition
+from minikafka.storage.facade import PartitionStorage, Storage
 
-log = logging.getLogger("minikafka.groups.store")
+log = logging.getLogger(__name__)
 
 #: Compact only logs of at least this many records.
 COMPACT_MIN_RECORDS = 10_000
 
-TopicPartition = tuple[str, int]
 
 
 @dataclass(slots=True)

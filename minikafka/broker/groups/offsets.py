@@ -14,19 +14,18 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from minikafka.broker.groups.group import Group, GroupState, Member
+from minikafka.broker.groups.offset_store import OffsetStore
+from minikafka.broker.groups.records import OFFSETS_TOPIC, CommittedOffset
+from minikafka.broker.groups.table import GroupTable
 from minikafka.broker.internal_records import RecordFormatError, append_error
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage.disk_format import TopicPartition
 
-from .group import Group, GroupState, Member
-from .offset_store import OffsetStore
-from .records import OFFSETS_TOPIC, CommittedOffset
-from .table import GroupTable
-
-log = logging.getLogger("minikafka.groups")
+log = logging.getLogger(__name__)
 
 OFFSET_METADATA_TOO_LARGE = ErrorCode.OFFSET_METADATA_TOO_LARGE
 
-TopicPartition = tuple[str, int]
 #: The transaction coordinator's verdict on a transactional write of the committing producer to
 #: a partition: NONE or the error (``TransactionCoordinator.check_transactional_write``).
 TxnWriteCheck = Callable[[TopicPartition], int]

@@ -14,14 +14,13 @@ import logging
 from collections.abc import Callable
 
 from minikafka.broker.coordinator_runtime import CoordinatorPartitions, CoordinatorTasks
+from minikafka.broker.groups.group import Group, GroupState
+from minikafka.broker.groups.offset_store import OffsetStore
+from minikafka.broker.groups.records import OFFSETS_TOPIC
 from minikafka.broker.internal_records import RecordFormatError, encodable
 from minikafka.errors import ErrorCode, KafkaError
 
-from .group import Group, GroupState
-from .offset_store import OffsetStore
-from .records import OFFSETS_TOPIC
-
-log = logging.getLogger("minikafka.groups")
+log = logging.getLogger(__name__)
 
 
 class GroupTable:

@@ -21,13 +21,14 @@ from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTx
 from minikafka.broker.context import RequestContext
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode
+from minikafka.storage.disk_format import TopicPartition
 
 
-def partition_errors(ctx: RequestContext, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def partition_errors(ctx: RequestContext, wanted: list[TopicPartition]) -> dict[TopicPartition, int]:
     """Per-partition errors before the coordinator is asked (empty when every partition is fine)."""
     logs = ctx.services.storage
     topics = logs.topics()
-    errors: dict[tuple[str, int], int] = {}
+    errors: dict[TopicPartition, int] = {}
     for topic, partition in wanted:
         info = topics.get(topic)
         if is_internal(topic):

@@ -9,17 +9,17 @@ from typing import Any
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from minikafka.broker.context import RequestContext
+from minikafka.broker.dispatch import ApiSpec
 from minikafka.errors import ErrorCode
-from minikafka.protocol.apis import ApiSpec
+from minikafka.protocol.apis import ApiKey
 
-API_KEY = 18
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def unsupported_version_body(table: dict[int, ApiSpec]) -> bytes:
     """A v0-format body with UNSUPPORTED_VERSION listing ApiVersions' own range."""
-    spec = table[API_KEY]
-    return struct.pack(">hihhh", ErrorCode.UNSUPPORTED_VERSION, 1, API_KEY, spec.min_version, spec.max_version)
+    spec = table[ApiKey.API_VERSIONS]
+    return struct.pack(">hihhh", ErrorCode.UNSUPPORTED_VERSION, 1, spec.key, spec.min_version, spec.max_version)
 
 
 async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:

@@ -12,7 +12,7 @@ from minikafka.broker.topics import collides, topic_name_error
 from minikafka.config import parse_topic_configs
 from minikafka.errors import ErrorCode, KafkaError
 
-log = logging.getLogger("minikafka.admin")
+log = logging.getLogger(__name__)
 LIMIT_SETTING = "minikafka.topic.max.partitions"
 
 

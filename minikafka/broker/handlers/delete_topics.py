@@ -12,7 +12,7 @@ from minikafka.broker.context import RequestContext
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode
 
-log = logging.getLogger("minikafka.admin")
+log = logging.getLogger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
 
 

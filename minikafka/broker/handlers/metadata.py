@@ -15,7 +15,7 @@ from minikafka.broker.context import RequestContext
 from minikafka.broker.topics import collides, is_internal, topic_name_error
 from minikafka.errors import ErrorCode
 
-log = logging.getLogger("minikafka.metadata")
+log = logging.getLogger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
 
 

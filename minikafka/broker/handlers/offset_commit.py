@@ -16,10 +16,11 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.records import CommittedOffset
 from minikafka.broker.partition_answers import error_answers, known_partitions
+from minikafka.storage.disk_format import TopicPartition
 
 
 def requested_offsets(ctx: RequestContext, request_topics: Any, committed: Callable[[Any], CommittedOffset]
-                      ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], CommittedOffset]]:
+                      ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, CommittedOffset]]:
     """(UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, the offsets to store for the
     others, built by ``committed`` from each partition entry); shared with TxnOffsetCommit."""
     errors, known = known_partitions(ctx.services.storage.topics(), request_topics)

@@ -25,8 +25,9 @@ from minikafka.storage.batch import (
     single_batch,
     transactional_producer,
 )
+from minikafka.storage.disk_format import TopicPartition
 
-log = logging.getLogger("minikafka.produce")
+log = logging.getLogger(__name__)
 
 #: Errors for which Kafka reports log_start_offset -1 (docs/semantics.md#produce-responses).
 _NO_LOG_START = frozenset(
@@ -58,7 +59,7 @@ def _legacy_batch(records: bytes | None, partition_log: Any, now_ms: int) -> byt
 
 
 def _verify_transactional(ctx: RequestContext, transactional_id: str | None, batch: bytearray | memoryview,
-                          tp: tuple[str, int], version: int) -> None:
+                          tp: TopicPartition, version: int) -> None:
     """A transactional batch is appended only while its producer's transaction is Ongoing at the
     coordinator with ``tp`` in it (checked in-process, so a late retry after an abort cannot open
     a transaction nobody will close). The coordinator's answer as Produce reports it

@@ -15,7 +15,7 @@ from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.sasl import SaslFailure, SaslSession, delay_close
 from minikafka.errors import ErrorCode
 
-log = logging.getLogger("minikafka.sasl")
+log = logging.getLogger(__name__)
 
 
 def _response(version: int, error: int, message: str | None, token: bytes = b"") -> SaslAuthenticateResponse:

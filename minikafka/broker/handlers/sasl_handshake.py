@@ -15,7 +15,7 @@ from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.sasl import SaslSession, delay_close
 from minikafka.errors import ErrorCode
 
-log = logging.getLogger("minikafka.sasl")
+log = logging.getLogger(__name__)
 
 
 async def handle(ctx: RequestContext, request: SaslHandshakeRequest) -> SaslHandshakeResponse:

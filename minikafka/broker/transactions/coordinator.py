@@ -35,6 +35,7 @@ from minikafka.broker.internal_records import RecordFormatError, append_error, p
 from minikafka.broker.transactions.metadata import EXHAUSTED_EPOCH, STATES_BY_NAME, TxnMetadata, TxnState
 from minikafka.broker.transactions.state_log import TxnStateLog
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage.disk_format import TopicPartition
 
 if TYPE_CHECKING:
     from minikafka.broker.flusher import Flusher
@@ -42,9 +43,8 @@ if TYPE_CHECKING:
     from minikafka.storage.facade import Storage
     from minikafka.storage.producer_ids import ProducerIdAllocator
 
-log = logging.getLogger("minikafka.transactions")
+log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 S = TxnState
 #: The coordinator epoch written into every marker (one broker: its log never changes leader).
 COORDINATOR_EPOCH = 0

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from minikafka.broker.transactions.records import TxnRecord
+from minikafka.storage.disk_format import TopicPartition
 
 #: The TC never hands out an epoch at or above this, so that it can always fence with +1.
 EXHAUSTED_EPOCH = 32766
@@ -62,7 +63,6 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
 class IllegalTxnTransition(RuntimeError):
     """A transition :data:`VALID_PREVIOUS_STATES` does not allow (Kafka: IllegalStateException)."""
 
-TopicPartition = tuple[str, int]
 
 
 @dataclass(slots=True)

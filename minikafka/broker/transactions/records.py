@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from minikafka.broker.internal_records import Reader, RecordFormatError, Writer
+from minikafka.storage.disk_format import TopicPartition
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
@@ -34,7 +35,7 @@ class TxnRecord:
     producer_epoch: int
     timeout_ms: int
     state: int
-    partitions: frozenset[tuple[str, int]] | None  # None is written for Empty
+    partitions: frozenset[TopicPartition] | None  # None is written for Empty
     last_update_ms: int
     start_ms: int
     previous_producer_id: int = -1
@@ -109,7 +110,7 @@ def parse_txn_value(data: bytes) -> TxnRecord:
         raise RecordFormatError(f"unknown transaction log value version {version}")
     pid, epoch, timeout = r.i64(), r.i16(), r.i32()
     state = r.i8()
-    parts: set[tuple[str, int]] | None = None
+    parts: set[TopicPartition] | None = None
     count = r.i32() if version == 0 else r.uvarint() - 1
     if count >= 0:
         parts = set()

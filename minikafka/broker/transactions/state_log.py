@@ -27,7 +27,7 @@ from minikafka.broker.transactions.records import (
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage.facade import PartitionStorage, Storage
 
-log = logging.getLogger("minikafka.transactions.log")
+log = logging.getLogger(__name__)
 
 #: Compact only logs of at least this many records.
 COMPACT_MIN_RECORDS = 10_000

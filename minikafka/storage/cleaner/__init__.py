@@ -46,7 +46,7 @@ of the segments and their swap into the log), :mod:`.service` (the background se
 threading); :mod:`.reading` reads segment files under the I/O bound for both passes.
 """
 
-from .manager import (
+from minikafka.storage.cleaner.manager import (
     CLEANER_CHECKPOINT,
     Cleanable,
     CleanerConfig,
@@ -55,9 +55,9 @@ from .manager import (
     cleanable,
     is_compacted,
 )
-from .reading import Cancelled, Throttler
-from .rewrite import CleanResult, install, remove_cleaned, write_cleaned
-from .service import CleanerStats, LogCleaner
+from minikafka.storage.cleaner.reading import Cancelled, Throttler
+from minikafka.storage.cleaner.rewrite import CleanResult, install, remove_cleaned, write_cleaned
+from minikafka.storage.cleaner.service import CleanerStats, LogCleaner
 
 __all__ = [
     "CLEANER_CHECKPOINT",

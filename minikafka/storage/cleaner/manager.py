@@ -14,12 +14,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...config import LONG_MAX, topic_config
-from .. import checkpoints as ckpt
-from ..log import PartitionLog
-from ..segment import LogSegment
-from ..txn_index import AbortedTxn
-from .offset_map import AbortedRanges
+from minikafka.config import LONG_MAX, topic_config
+from minikafka.storage import checkpoints as ckpt
+from minikafka.storage.cleaner.offset_map import AbortedRanges
+from minikafka.storage.disk_format import TopicPartition
+from minikafka.storage.log import PartitionLog
+from minikafka.storage.segment import LogSegment
+from minikafka.storage.txn_index import AbortedTxn
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 
@@ -124,10 +125,10 @@ class LogCleanerManager:
         self.path = Path(data_dir) / CLEANER_CHECKPOINT
         self._logs = logs
         self.checkpoints = ckpt.read_offset_checkpoint(self.path) if self.path.exists() else {}
-        self._uncleanable: set[tuple[str, int]] = set()
+        self._uncleanable: set[TopicPartition] = set()
 
     @staticmethod
-    def _key(plog: PartitionLog) -> tuple[str, int]:
+    def _key(plog: PartitionLog) -> TopicPartition:
         return plog.topic, plog.partition
 
     def dirtiest(self, now_ms: int) -> tuple[tuple[PartitionLog, Cleanable] | None, float]:

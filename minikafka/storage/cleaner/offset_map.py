@@ -11,13 +11,20 @@ import threading
 from bisect import bisect_right
 from typing import TYPE_CHECKING
 
-from ..batch import TRANSACTIONAL_FLAG, BatchHeader
-from ..control import parse_marker
-from ..txn_index import AbortedTxn
-from .reading import Cancelled, Throttler, iter_batches, parse_records, raw_records, untouched
+from minikafka.storage.batch import TRANSACTIONAL_FLAG, BatchHeader
+from minikafka.storage.cleaner.reading import (
+    Cancelled,
+    Throttler,
+    iter_batches,
+    parse_records,
+    raw_records,
+    untouched,
+)
+from minikafka.storage.control import parse_marker
+from minikafka.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from .manager import Plan
+    from minikafka.storage.cleaner.manager import Plan
 
 
 class AbortedRanges:

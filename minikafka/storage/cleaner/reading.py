@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
-from ..batch import CONTROL_FLAG, HEADER_SIZE, BatchHeader
-from ..records import decompress, read_varint
+from minikafka.storage.batch import CONTROL_FLAG, HEADER_SIZE, BatchHeader
+from minikafka.storage.records import decompress, read_varint
 
 _READ_CHUNK = 1 << 20
 

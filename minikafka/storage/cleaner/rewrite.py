@@ -15,16 +15,10 @@ from pathlib import Path
 
 from kafka.record.util import encode_varint
 
-from ..batch import COMPRESSION_MASK, HEADER_SIZE, INT32_MAX, BatchHeader
-from ..log import PartitionLog
-from ..recompress import compress, with_body
-from ..records import read_varint
-from ..segment import LogSegment
-from ..swap import CLEANED, StepHook, cleaned_path, promote_cleaned, replace_with_swap
-from ..txn_index import AbortedTxn
-from .manager import CleanerConfig, Plan
-from .offset_map import TransactionsSeen, build_offset_map
-from .reading import (
+from minikafka.storage.batch import COMPRESSION_MASK, HEADER_SIZE, INT32_MAX, BatchHeader
+from minikafka.storage.cleaner.manager import CleanerConfig, Plan
+from minikafka.storage.cleaner.offset_map import TransactionsSeen, build_offset_map
+from minikafka.storage.cleaner.reading import (
     END,
     KEY,
     OFFSET,
@@ -39,6 +33,12 @@ from .reading import (
     raw_records,
     untouched,
 )
+from minikafka.storage.log import PartitionLog
+from minikafka.storage.recompress import compress, with_body
+from minikafka.storage.records import read_varint
+from minikafka.storage.segment import LogSegment
+from minikafka.storage.swap import CLEANED, StepHook, cleaned_path, promote_cleaned, replace_with_swap
+from minikafka.storage.txn_index import AbortedTxn
 
 #: Attribute bit 6: the batch's base timestamp is its delete horizon (KIP-534).
 DELETE_HORIZON_FLAG = 0x40

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import KafkaError
-from ..log import PartitionLog
-from ..swap import StepHook
-from .manager import Cleanable, CleanerConfig, LogCleanerManager, Plan
-from .offset_map import AbortedRanges
-from .reading import Cancelled, Throttler
-from .rewrite import CleanResult, install, remove_cleaned, write_cleaned
+from minikafka.errors import KafkaError
+from minikafka.storage.cleaner.manager import Cleanable, CleanerConfig, LogCleanerManager, Plan
+from minikafka.storage.cleaner.offset_map import AbortedRanges
+from minikafka.storage.cleaner.reading import Cancelled, Throttler
+from minikafka.storage.cleaner.rewrite import CleanResult, install, remove_cleaned, write_cleaned
+from minikafka.storage.log import PartitionLog
+from minikafka.storage.swap import StepHook
 
 log = logging.getLogger(__name__)
 
