@@ -39,8 +39,11 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "minikafka.broker": ("minikafka.protocol", "minikafka.storage", *FOUNDATION),
     # the test kit drives a broker from outside, through its public lifecycle and interceptor
     "minikafka.testkit": ("minikafka.broker", "minikafka.protocol", "minikafka.storage", *FOUNDATION),
+    # where `serve --address-file` says the listeners are bound, for `ping` and the image's health check
+    "minikafka.address_file": (),
     # the entry points wire everything together
-    "minikafka.cli": ("minikafka.broker", "minikafka.spark_export", "minikafka.testkit", *FOUNDATION),
+    "minikafka.cli": ("minikafka.broker", "minikafka.spark_export", "minikafka.testkit", "minikafka.address_file",
+                      *FOUNDATION),
     "minikafka.__main__": ("minikafka.cli",),
     "minikafka.pytest_plugin": ("minikafka.testkit",),  # the pytest11 entry point's name
     "minikafka.testing": (),
