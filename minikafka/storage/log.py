@@ -1,9 +1,13 @@
-"""One partition's log: its segments, offsets, producer state, and the checks of a client append.
+"""One partition's log: its segments, offsets, producer state, appends and reads.
 
-A :class:`PartitionLog` owns the partition directory ``<topic>-<n>``. Appends from clients go through
-Kafka's log-level validation (docs/semantics.md#append-rules, steps 7-17) and offset assignment (docs/semantics.md#offset-assignment) without decoding
-records (unless the topic asks for timestamp bounds or compaction); reads return whole batches straight
-from the ``.log`` files. Loading a log after a restart (:mod:`.log_loader`) follows docs/semantics.md#recovery, logging every repair.
+A :class:`PartitionLog` owns the partition directory ``<topic>-<n>``. Client appends are checked by
+:mod:`.log_validator` (docs/semantics.md#append-rules, steps 7-15) and given offsets here
+(docs/semantics.md#offset-assignment) without decoding records (unless the topic asks for
+timestamp bounds or compaction); reads return whole batches straight from the ``.log`` files.
+:meth:`PartitionLog.open` builds the log from what :mod:`.log_loader` loaded and recovered
+(docs/semantics.md#recovery). A follower's appends keep the leader's offsets and epochs, and
+it truncates its log on a leader change (:meth:`PartitionLog.append_as_follower`,
+:meth:`PartitionLog.truncate_to`).
 
 Threading: everything runs on the broker's event loop except :meth:`PartitionLog.flush`, which may be
 called from a worker thread (fsync is slow). ``flush`` only touches duplicated file descriptors and a
@@ -22,40 +26,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crc32c import crc32c
-
 from ..clock import wall_clock_ms
-from ..config import LONG_MAX, timestamp_bounds, topic_config
 from ..errors import ErrorCode, KafkaError
-from .batch import (
-    ATTRIBUTES_OFFSET,
-    COMPRESSION_MASK,
-    CONTROL_FLAG,
-    CRC_OFFSET,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    PARTITION_LEADER_EPOCH_OFFSET,
-    TIMESTAMP_TYPE_MASK,
-    BatchHeader,
-    compute_crc,
-    set_log_append_time,
-)
+from .batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader
 from .control import Marker, build_marker
 from .disk_format import offset_file_name
-from .log_loader import load
-from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateEntry, ProducerStateManager
-from .recompress import TOPIC_CODECS, recompress
+from .log_loader import LoadedLog, load
+from .log_settings import LogSettings
+from .log_validator import validate_client_batch
+from .producer_replay import apply_marker
+from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateEntry
 from .records import decode_records
 from .segment import LogSegment
-from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
-_INT16 = struct.Struct(">h")
-_UINT32 = struct.Struct(">I")
-
 
 
 @dataclass(slots=True)
@@ -65,69 +52,6 @@ class AppendResult:
     log_append_time: int  # -1 on CreateTime topics, broker time on LogAppendTime, cached ts for a duplicate
     log_start_offset: int
     duplicate: bool
-
-
-@dataclass(slots=True)
-class _Settings:
-    """The topic settings the hot paths read, converted once per config change."""
-
-    max_message_bytes: int
-    segment_bytes: int
-    segment_ms: int
-    index_max_bytes: int
-    index_interval_bytes: int
-    log_append_time: bool
-    before_max_ms: int
-    after_max_ms: int
-    compacted: bool
-    deletes: bool  # cleanup.policy includes "delete": retention.ms/bytes apply
-    flush_messages: int
-    flush_ms: int
-    retention_ms: int
-    retention_bytes: int
-    codec: int | None  # compression.type as a codec id; None for "producer" (keep the client's)
-
-    decodes_records: bool = False  # bounded timestamps or compaction: an append decodes the records
-
-    def __post_init__(self) -> None:
-        self.decodes_records = self.bounded_timestamps or self.compacted
-
-    @property
-    def bounded_timestamps(self) -> bool:
-        return self.before_max_ms < LONG_MAX or self.after_max_ms < LONG_MAX
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> _Settings:
-        def num(name: str) -> int:
-            return int(topic_config(config, name))
-
-        def text(name: str) -> str:
-            return str(topic_config(config, name))
-
-        policy = text("cleanup.policy")
-        compacted = "compact" in policy
-        return cls(
-            max_message_bytes=num("max.message.bytes"),
-            segment_bytes=num("segment.bytes"),
-            # a compacted topic rolls by max.compaction.lag.ms too, so the cleaner can reach its records
-            segment_ms=min(num("segment.ms"), num("max.compaction.lag.ms") if compacted else LONG_MAX),
-            index_max_bytes=num("segment.index.bytes"),
-            index_interval_bytes=num("index.interval.bytes"),
-            log_append_time=text("message.timestamp.type") == "LogAppendTime",
-            before_max_ms=timestamp_bounds(config)[0],
-            after_max_ms=timestamp_bounds(config)[1],
-            compacted=compacted,
-            deletes="delete" in policy,
-            flush_messages=num("flush.messages"),
-            flush_ms=num("flush.ms"),
-            retention_ms=num("retention.ms"),
-            retention_bytes=num("retention.bytes"),
-            codec=TOPIC_CODECS.get(text("compression.type")),
-        )
-
-
-def _all_records_error(header: BatchHeader, message: str) -> list[tuple[int, str | None]]:
-    return [(i, message) for i in range(max(0, header.records_count))]
 
 
 class PartitionLog:
@@ -142,35 +66,34 @@ class PartitionLog:
         partition: int,
         directory: Path,
         config: dict[str, Any],
+        loaded: LoadedLog,
         *,
         now_ms: Callable[[], int] = wall_clock_ms,
-        producer_expiration_ms: int = DEFAULT_EXPIRATION_MS,
-        producer_max_entries: int | None = None,
     ) -> None:
+        """A log over segments already opened and recovered (:meth:`open` loads them)."""
         self.topic = topic
         self.partition = partition
         self.dir = Path(directory)
         self.config = dict(config)
-        self._settings = _Settings.from_config(self.config)
+        self._settings = LogSettings.from_config(self.config)
         self._now_ms = now_ms
-        self._producer_expiration_ms = producer_expiration_ms
-        self._producer_max_entries = producer_max_entries
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
+        self._segments: list[LogSegment] = list(loaded.segments)
+        self._bases: list[int] = [seg.base_offset for seg in self._segments]
         self._lock = threading.Lock()
-        self.log_start_offset = 0
-        self.log_end_offset = 0
-        self.high_watermark = 0
-        self.recovery_point = 0
+        self.log_start_offset = loaded.log_start_offset
+        self.log_end_offset = loaded.log_end_offset
+        self.high_watermark = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
         self.on_append: Callable[[PartitionLog], None] | None = None
         #: told of every producer snapshot file written once the log is open (set by the opener)
         self.on_snapshot: Callable[[], None] | None = None
-        self.producer_state: ProducerStateManager
+        self.producer_state = loaded.producer_state
+        self.producer_state.on_snapshot = self._snapshot_written
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms()
         self._roll_flush_pending = False
         self._snapshots_to_sync: list[int] = []
-        self._dir_needs_sync = False
+        self._dir_needs_sync = loaded.dir_needs_sync
         self._closed = False
 
     @property
@@ -202,10 +125,12 @@ class PartitionLog:
 
         ``log_start_offset`` and ``recovery_point`` come from the directory's checkpoint files;
         ``clean`` says whether the last shutdown was clean (docs/semantics.md#clean-shutdown)."""
-        plog = cls(topic, partition, Path(directory), config, now_ms=now_ms,
-                   producer_expiration_ms=producer_expiration_ms, producer_max_entries=producer_max_entries)
-        load(plog, clean, max(0, log_start_offset), max(0, recovery_point))
-        return plog
+        directory = Path(directory)
+        loaded = load(directory, f"{topic}-{partition}", LogSettings.from_config(config), clean=clean,
+                      checkpoint_start=max(0, log_start_offset), checkpoint_recovery=max(0, recovery_point),
+                      now_ms=now_ms, producer_expiration_ms=producer_expiration_ms,
+                      producer_max_entries=producer_max_entries)
+        return cls(topic, partition, directory, config, loaded, now_ms=now_ms)
 
     def _snapshot_written(self) -> None:
         if self.on_snapshot is not None:
@@ -260,61 +185,13 @@ class PartitionLog:
 
     def _validate(self, batch: bytearray | memoryview | bytes, now_ms: int | None, from_client: bool,
                   header: BatchHeader | None = None) -> tuple[bytearray | memoryview, BatchHeader, int]:
-        """Kafka's batch checks before offsets are assigned (steps 7-15); returns the writable
-        batch, its header (``header`` when given, else parsed here) and the append time."""
+        """Steps 7-15 (:func:`~minikafka.storage.log_validator.validate_client_batch`) on an open
+        log; returns the writable batch, its header and the append time."""
         if self._closed:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
         if now_ms is None:
             now_ms = self._now_ms()
-        if not isinstance(batch, bytearray) and (isinstance(batch, bytes) or batch.readonly):
-            batch = bytearray(batch)
-        s = self._settings
-        size = len(batch)
-        if header is None and size >= HEADER_SIZE:
-            header = BatchHeader.parse(batch)  # (a shorter batch is refused at step 9)
-        # 7. baseOffset must be 0
-        if size >= 8 and (_INT64.unpack_from(batch, 0)[0] if header is None else header.base_offset) != 0:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "batch base offset must be 0")
-        # 8. max.message.bytes
-        if size > s.max_message_bytes:
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"batch of {size} bytes exceeds max.message.bytes {s.max_message_bytes}")
-        # 9. size and CRC (the header's properties are spelled out below: this runs for every batch)
-        if header is None:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"batch of {size} bytes is smaller than a header")
-        if LOG_OVERHEAD + header.batch_length != size or header.magic != 2:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch length or magic does not match")
-        if crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch CRC-32C mismatch")
-        attributes = header.attributes
-        # 10. codec
-        if attributes & COMPRESSION_MASK > 4:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {attributes & COMPRESSION_MASK}")
-        # 11. batch checks
-        count = header.last_offset_delta + 1
-        if count <= 0 or header.records_count <= 0 or count != header.records_count:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "lastOffsetDelta + 1 must equal recordsCount")
-        if attributes & CONTROL_FLAG:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not send control batches")
-        if from_client and header.producer_id >= 0 and header.base_sequence < 0:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "idempotent batch without a base sequence")
-        # 12-13. records: decoded only when the topic needs it
-        if s.decodes_records or attributes & TIMESTAMP_TYPE_MASK:
-            self._check_records(batch, header, now_ms)
-        # 14. the topic's compression.type: the batch is stored with that codec (sequence numbers,
-        # offsets deltas and timestamps unchanged), and must still fit max.message.bytes
-        if s.codec is not None and s.codec != header.compression:
-            batch = recompress(batch, header, s.codec)
-            size = len(batch)
-            if size > s.max_message_bytes:
-                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes after recompression "
-                                 f"exceeds max.message.bytes {s.max_message_bytes}")
-        if s.log_append_time:
-            set_log_append_time(batch, 0, header, now_ms)
-        # 15. segment.bytes
-        if size > s.segment_bytes:
-            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                             f"batch of {size} bytes exceeds segment.bytes {s.segment_bytes}")
+        batch, header = validate_client_batch(batch, header, self._settings, now_ms, from_client)
         return batch, header, now_ms
 
     def _segment_for(self, header: BatchHeader, size: int, now_ms: int) -> LogSegment:
@@ -346,7 +223,7 @@ class PartitionLog:
         if marker is None:
             self.producer_state.update(header, now_ms)
         else:
-            self._apply_marker(seg, header, marker, now_ms)
+            apply_marker(self.producer_state, seg, header, marker, now_ms, self.name)
         s = self._settings
         self._unflushed_messages += delta + 1
         if self._unflushed_messages >= s.flush_messages:
@@ -354,25 +231,6 @@ class PartitionLog:
         if self.on_append is not None:
             self.on_append(self)
         return AppendResult(leo, leo + delta, now_ms if s.log_append_time else -1, self.log_start_offset, False)
-
-    def _apply_marker(self, seg: LogSegment, header: BatchHeader, marker: Marker, now_ms: int | None,
-                      index: bool = True) -> None:
-        """Close the producer's transaction for a marker at ``header.base_offset``; an ABORT that
-        closes a transaction adds an entry to the segment's aborted-transaction index, whose last
-        stable offset is the first offset of the oldest transaction still open (else the offset
-        after the marker)."""
-        ps = self.producer_state
-        first = ps.apply_marker(header, marker.coordinator_epoch, now_ms)
-        if not index or marker.commit or first < 0:
-            return
-        oldest_open = ps.first_unstable_offset()
-        lso = header.base_offset + 1 if oldest_open is None else oldest_open
-        try:
-            seg.txn_index.append(AbortedTxn(header.producer_id, first, header.base_offset, lso))
-        except OSError as e:
-            log.error("%s: cannot write the aborted-transaction index of segment %d: %s",
-                      self.name, seg.base_offset, e)
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"txnindex write failed: {e}") from e
 
     # ================================================================== transactions
 
@@ -405,38 +263,6 @@ class PartitionLog:
     def expire_producers(self, now_ms: int | None = None) -> int:
         """Forget producers idle for ``producer.id.expiration.ms`` at ``now_ms``; how many went."""
         return self.producer_state.expire(now_ms)
-
-    def _check_records(self, batch: bytearray | memoryview, header: BatchHeader, now_ms: int) -> None:
-        """Record-level checks of docs/semantics.md#record-checks, step 13 (timestamps, LogAppendTime bit, null keys)."""
-        s = self._settings
-        if header.is_log_append_time:
-            # Every record of such a batch reads as the batch maxTimestamp.
-            if s.log_append_time or header.max_timestamp == -1:
-                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "producers may not set LogAppendTime",
-                                 _all_records_error(header, "timestamp type LogAppendTime set by the producer"))
-            if s.bounded_timestamps and not (now_ms - s.before_max_ms <= header.max_timestamp
-                                             <= now_ms + s.after_max_ms):
-                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "timestamp out of range",
-                                 _all_records_error(header, "timestamp out of range"))
-            # In range on a CreateTime topic: the bit is rewritten to CreateTime.
-            attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
-            _INT16.pack_into(batch, ATTRIBUTES_OFFSET, attributes)
-            header.attributes = attributes
-            header.crc = compute_crc(batch, 0, header.size)
-            _UINT32.pack_into(batch, CRC_OFFSET, header.crc)
-            if not s.compacted:
-                return
-        records = decode_records(batch, header)
-        if s.compacted:
-            errors = [(i, "compacted topic record without a key") for i, r in enumerate(records) if r.key_is_null]
-            if errors:
-                raise KafkaError(ErrorCode.INVALID_RECORD, "null key on a compacted topic", errors)
-        if s.bounded_timestamps and not s.log_append_time and not header.is_log_append_time:
-            low, high = now_ms - s.before_max_ms, now_ms + s.after_max_ms
-            errors = [(i, f"timestamp {r.timestamp} out of range [{low}, {high}]")
-                      for i, r in enumerate(records) if r.timestamp != -1 and not low <= r.timestamp <= high]
-            if errors:
-                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "record timestamp out of range", errors)
 
     # ================================================================== segments
 
@@ -562,7 +388,7 @@ class PartitionLog:
 
     def update_config(self, config: dict[str, Any]) -> None:
         self.config = dict(config)
-        self._settings = _Settings.from_config(self.config)
+        self._settings = LogSettings.from_config(self.config)
         self._segments[-1].index_interval_bytes = self._settings.index_interval_bytes
 
     # ================================================================== reading

@@ -114,8 +114,8 @@ class ProducerStateManager:
         #: ``minikafka.producer.state.max.entries``; None leaves the state bounded only by expiry.
         self.max_entries = max_entries
         self._last_full_warning = -3600.0
-        #: called after each snapshot file is written (the broker counts them for its metrics)
-        self._on_snapshot = on_snapshot
+        #: called after each snapshot file is written (the partition log passes it on to the broker's metrics)
+        self.on_snapshot = on_snapshot
         self._now_ms = now_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._view = MappingProxyType(self._producers)
@@ -373,8 +373,8 @@ class ProducerStateManager:
         self._last_snap_offset = offset
         self._dirty = False
         self._limit_snapshot_count(keep=offset)
-        if self._on_snapshot is not None:
-            self._on_snapshot()
+        if self.on_snapshot is not None:
+            self.on_snapshot()
         return path
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
