@@ -416,6 +416,18 @@ class ProducerStateManager:
             return
         self.map_end_offset = log_start_offset
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget every producer and delete every snapshot: the log now starts empty at ``offset``
+        (a follower truncating below all its data). Kafka: ``truncateFullyAndStartAt``."""
+        for snapshot in snapshots.list_snapshot_offsets(self.partition_dir):
+            self.delete_snapshot(snapshot)
+        self._producers.clear()
+        self._ongoing.clear()
+        self._ongoing_heap.clear()
+        self._last_snap_offset = None
+        self._dirty = True
+        self.map_end_offset = offset
+
     def _install(self, loaded: Iterable[snapshots.SnapshotEntry]) -> int:
         """Make loaded entries live, leaving out expired ones; return how many were left out."""
         now = self._now_ms()
