@@ -394,11 +394,7 @@ class ProducerStateManager:
         for offset in snapshots.list_snapshot_offsets(self.partition_dir):
             if offset > log_end_offset or offset < log_start_offset:
                 self.delete_snapshot(offset)
-        self._producers.clear()
-        self._ongoing.clear()
-        self._ongoing_heap.clear()
-        self._last_snap_offset = None
-        self._dirty = True
+        self._forget_all()
         for offset in reversed(snapshots.list_snapshot_offsets(self.partition_dir)):
             path = snapshots.snapshot_path(self.partition_dir, offset)
             try:
@@ -416,16 +412,20 @@ class ProducerStateManager:
             return
         self.map_end_offset = log_start_offset
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Forget every producer and delete every snapshot: the log now starts empty at ``offset``
-        (a follower truncating below all its data). Kafka: ``truncateFullyAndStartAt``."""
-        for snapshot in snapshots.list_snapshot_offsets(self.partition_dir):
-            self.delete_snapshot(snapshot)
+    def _forget_all(self) -> None:
+        """No producers and no open transactions; no snapshot describes the state."""
         self._producers.clear()
         self._ongoing.clear()
         self._ongoing_heap.clear()
         self._last_snap_offset = None
         self._dirty = True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget every producer and delete every snapshot: the log now starts empty at ``offset``
+        (a follower truncating below all its data). Kafka: ``truncateFullyAndStartAt``."""
+        for snapshot in snapshots.list_snapshot_offsets(self.partition_dir):
+            self.delete_snapshot(snapshot)
+        self._forget_all()
         self.map_end_offset = offset
 
     def _install(self, loaded: Iterable[snapshots.SnapshotEntry]) -> int:
