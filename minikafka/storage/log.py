@@ -144,7 +144,8 @@ class PartitionLog:
         has: :func:`~minikafka.storage.batch.single_batch`); it is checked here like a parsed one."""
         now_ms = self._append_time(now_ms)
         batch, header = validate_client_batch(batch, header, self._settings, now_ms, True)  # 7-15
-        seg = self._segment_for(header, len(batch), now_ms)
+        seg = self._segment_for(len(batch), self.log_end_offset + header.last_offset_delta, header.max_timestamp,
+                                now_ms)
         # 17. producer state (raises 45/47, 89 when full; returns the cached batch for a duplicate)
         dup = self.producer_state.check(header)
         if dup is not None:
@@ -159,7 +160,8 @@ class PartitionLog:
         A transactional batch opens the producer's transaction here like any transactional data."""
         now_ms = self._append_time(now_ms)
         batch, header = validate_client_batch(batch, None, self._settings, now_ms, False)
-        seg = self._segment_for(header, len(batch), now_ms)
+        seg = self._segment_for(len(batch), self.log_end_offset + header.last_offset_delta, header.max_timestamp,
+                                now_ms)
         if header.producer_id >= 0:
             self.producer_state.check_epoch(header.producer_id, header.producer_epoch)
         return self._write(seg, batch, header, now_ms)
@@ -176,7 +178,8 @@ class PartitionLog:
         now_ms = self._append_time(now_ms)
         batch = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
         header = BatchHeader.parse(batch)
-        seg = self._segment_for(header, len(batch), now_ms)  # Kafka rolls before the producer checks
+        seg = self._segment_for(len(batch), self.log_end_offset + header.last_offset_delta, header.max_timestamp,
+                                now_ms)  # Kafka rolls before the producer checks
         self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         return self._write(seg, batch, header, now_ms, Marker(commit, coordinator_epoch))
 
@@ -186,13 +189,9 @@ class PartitionLog:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
         return self._now_ms() if now_ms is None else now_ms
 
-    def _segment_for(self, header: BatchHeader, size: int, now_ms: int) -> LogSegment:
-        """16. The active segment, rolled first if this batch would not fit its limits."""
-        return self._active_for(size, self.log_end_offset + header.last_offset_delta, header.max_timestamp, now_ms)
-
-    def _active_for(self, size: int, last_offset: int, max_timestamp: int, now_ms: int,
-                    next_offset: int = 0) -> LogSegment:
-        """The active segment, rolled first (at ``next_offset`` if above the log end) when ``size``
+    def _segment_for(self, size: int, last_offset: int, max_timestamp: int, now_ms: int,
+                     next_offset: int = 0) -> LogSegment:
+        """16. The active segment, rolled first (at ``next_offset`` if above the log end) when ``size``
         bytes ending at ``last_offset`` would not fit its limits."""
         seg = self._segments.active
         s = self._settings
@@ -252,7 +251,7 @@ class PartitionLog:
             return None
         view = memoryview(records)
         first, last = batches[0][1], batches[-1][1]
-        seg = self._active_for(len(view), last.last_offset, max(h.max_timestamp for _, h in batches), now_ms,
+        seg = self._segment_for(len(view), last.last_offset, max(h.max_timestamp for _, h in batches), now_ms,
                                first.base_offset)
         for pos, header in batches:
             batch, seg_pos = view[pos : pos + header.size], seg.size
