@@ -151,7 +151,7 @@ class _IndexFile(IndexFileHandle):
         if self._fd is not None or self.path.exists():
             self.save()
 
-    def _offsets(self) -> array:
+    def _offsets(self) -> array[int]:
         """The relative offsets of the entries (increasing)."""
         raise NotImplementedError
 
@@ -235,7 +235,7 @@ class OffsetIndex(_IndexFile):
         """All entries as absolute offsets (for tests and tools)."""
         return [(self.base_offset + r, p) for r, p in zip(self._rel, self._pos, strict=True)]
 
-    def _offsets(self) -> array:
+    def _offsets(self) -> array[int]:
         return self._rel
 
     def _keep_entries(self, count: int) -> None:
@@ -311,7 +311,7 @@ class TimeIndex(_IndexFile):
     def entries(self) -> list[tuple[int, int]]:
         return [(t, self.base_offset + r) for t, r in zip(self._ts, self._rel, strict=True)]
 
-    def _offsets(self) -> array:
+    def _offsets(self) -> array[int]:
         return self._rel
 
     def _keep_entries(self, count: int) -> None:
