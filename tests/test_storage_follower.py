@@ -307,3 +307,16 @@ def test_truncation_into_an_inactive_segment_makes_it_active_with_indexes_a_rest
         assert not [r for r in caplog.records if "rebuilding segment" in r.getMessage()]
     finally:
         reopened.close()
+
+
+def test_follower_copy_too_far_from_an_empty_segments_base_starts_a_segment_at_the_copy(
+        logs: tuple[PartitionLog, PartitionLog]) -> None:
+    _leader, follower = logs
+    far = 2**31 + 100  # a compacted leader log may jump this far; offset-index entries are relative int32
+    follower.append_as_follower(_at(make_batch(1, 0, 0, count=2), far))
+    assert follower.segment_base_offsets() == [0, far]
+    assert follower.log_end_offset == far + 2
+    assert [h.base_offset for _, h in split_batches(follower.read(far, 1 << 20))] == [far]
+    follower.roll()
+    follower.roll()  # the active segment is now empty and at the log end: nothing to roll
+    assert follower.segment_base_offsets() == [0, far, far + 2]

@@ -358,9 +358,9 @@ class PartitionLog:
         """Start a new segment at the log end, or at ``next_offset`` when that is higher (a
         follower copying a leader's log that has a gap)."""
         old = self._segments.active
-        if old.is_empty:
-            return
         new_base = max(self.log_end_offset, next_offset)
+        if old.is_empty and new_base == old.base_offset:
+            return
         s = self._settings
         try:
             new = LogSegment.create(self.dir, new_base, s.index_max_bytes, s.index_interval_bytes, now_ms)

@@ -156,8 +156,8 @@ class LogSegment:
     def should_roll(self, batch_size: int, last_offset: int, max_timestamp: int, now_ms: int,
                     segment_bytes: int, segment_ms: int) -> str | None:
         """Why the incoming batch must go into a new segment (docs/semantics.md#segment-roll), or None."""
-        if self.size == 0:
-            return None
+        if self.size == 0:  # only a follower's copy of a compacted log can jump this far from the base
+            return "offset overflow" if last_offset - self.base_offset > INT32_MAX else None
         if self.size + batch_size > segment_bytes:
             return "segment.bytes"
         if self.first_batch_timestamp is not None and self.first_batch_timestamp > 0:
