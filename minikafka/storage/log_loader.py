@@ -6,8 +6,8 @@ builds the log from the :class:`LoadedLog` it returns (Kafka's ``LogLoader`` and
 temporary files, opens every segment (rebuilding unusable indexes, and after an unclean shutdown
 re-validating every segment from the recovery point on), drops overlapping segments, and rebuilds
 the producer state and the aborted-transaction index of the recovered segments
-(docs/semantics.md#recovery). Every repair is logged. Appending, reading and retention stay in
-:mod:`minikafka.storage.log`.
+(docs/semantics.md#recovery). Every repair is logged. Appending and reading are
+:mod:`minikafka.storage.log`'s.
 """
 
 from __future__ import annotations
