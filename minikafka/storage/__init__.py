@@ -7,6 +7,7 @@ The broker's handlers talk to storage through two objects:
   :class:`~minikafka.storage.log.PartitionLog` per partition.
 * :class:`~minikafka.storage.log.PartitionLog` owns one partition directory: segments
   (``.log``/``.index``/``.timeindex``), its :class:`ProducerStateManager`, and snapshots.
+  docs/architecture.md#the-partition-logs-modules lists the modules around it.
 
 Record batches are handled by their 61-byte header only (:mod:`minikafka.storage.batch`).
 """

@@ -140,6 +140,24 @@ class _IndexFile(IndexFileHandle):
             return
         atomic_write(self.path, self._entries_bytes())
 
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry for ``offset`` or later and rewrite the file (a follower truncating its
+        log; Kafka's ``AbstractIndex.truncateTo``)."""
+        keep = bisect_left(self._offsets(), offset - self.base_offset)
+        if keep == len(self):
+            return
+        self._keep_entries(keep)
+        self._count_changed()
+        if self._fd is not None or self.path.exists():
+            self.save()
+
+    def _offsets(self) -> array[int]:
+        """The relative offsets of the entries (increasing)."""
+        raise NotImplementedError
+
+    def _keep_entries(self, count: int) -> None:
+        raise NotImplementedError
+
 
 class OffsetIndex(_IndexFile):
     """Sparse map from offsets to ``.log`` positions of one segment."""
@@ -217,6 +235,13 @@ class OffsetIndex(_IndexFile):
         """All entries as absolute offsets (for tests and tools)."""
         return [(self.base_offset + r, p) for r, p in zip(self._rel, self._pos, strict=True)]
 
+    def _offsets(self) -> array[int]:
+        return self._rel
+
+    def _keep_entries(self, count: int) -> None:
+        del self._rel[count:]
+        del self._pos[count:]
+
     def reset(self) -> None:
         self._rel = array("i")
         self._pos = array("i")
@@ -285,6 +310,13 @@ class TimeIndex(_IndexFile):
 
     def entries(self) -> list[tuple[int, int]]:
         return [(t, self.base_offset + r) for t, r in zip(self._ts, self._rel, strict=True)]
+
+    def _offsets(self) -> array[int]:
+        return self._rel
+
+    def _keep_entries(self, count: int) -> None:
+        del self._ts[count:]
+        del self._rel[count:]
 
     def reset(self) -> None:
         self._ts = array("q")

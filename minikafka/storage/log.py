@@ -1,9 +1,12 @@
-"""One partition's log: its segments, offsets, producer state, and the checks of a client append.
+"""One partition's log: its segments, offsets, producer state, appends and reads.
 
-A :class:`PartitionLog` owns the partition directory ``<topic>-<n>``. Appends from clients go through
-Kafka's log-level validation (docs/semantics.md#append-rules, steps 7-17) and offset assignment (docs/semantics.md#offset-assignment) without decoding
-records (unless the topic asks for timestamp bounds or compaction); reads return whole batches straight
-from the ``.log`` files. Loading a log after a restart (:mod:`.log_loader`) follows docs/semantics.md#recovery, logging every repair.
+A :class:`PartitionLog` owns the partition directory ``<topic>-<n>``. Client appends are checked by
+:mod:`.log_validator` (docs/semantics.md#append-rules, steps 7-15) and given offsets here
+(docs/semantics.md#offset-assignment), records undecoded unless the topic needs them; reads return
+whole batches straight from the ``.log`` files. :meth:`PartitionLog.open` builds the log from what
+:mod:`.log_loader` loaded and recovered (docs/semantics.md#recovery). A follower appends with the
+leader's offsets and epochs and truncates on a leader change (:meth:`PartitionLog.append_as_follower`,
+:meth:`PartitionLog.truncate_to`).
 
 Threading: everything runs on the broker's event loop except :meth:`PartitionLog.flush`, which may be
 called from a worker thread (fsync is slow). ``flush`` only touches duplicated file descriptors and a
@@ -12,9 +15,7 @@ few integers, under ``_lock``, which roll and segment deletion also take.
 
 from __future__ import annotations
 
-import bisect
 import logging
-import os
 import struct
 import threading
 from collections.abc import Callable, Mapping
@@ -22,40 +23,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crc32c import crc32c
-
 from minikafka.clock import wall_clock_ms
-from minikafka.config import LONG_MAX, timestamp_bounds, topic_config
 from minikafka.errors import ErrorCode, KafkaError
-from minikafka.storage.batch import (
-    ATTRIBUTES_OFFSET,
-    COMPRESSION_MASK,
-    CONTROL_FLAG,
-    CRC_OFFSET,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    PARTITION_LEADER_EPOCH_OFFSET,
-    TIMESTAMP_TYPE_MASK,
-    BatchHeader,
-    compute_crc,
-    set_log_append_time,
-)
+from minikafka.storage.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader
 from minikafka.storage.control import Marker, build_marker
-from minikafka.storage.disk_format import offset_file_name
-from minikafka.storage.log_loader import load
-from minikafka.storage.producer_state import DEFAULT_EXPIRATION_MS, ProducerStateEntry, ProducerStateManager
-from minikafka.storage.recompress import TOPIC_CODECS, recompress
-from minikafka.storage.records import decode_records
+from minikafka.storage.log_durability import close_files, dup_unflushed_fds, fsync_flushed
+from minikafka.storage.log_loader import LoadedLog, load
+from minikafka.storage.log_retention import below_log_start, past_retention_bytes, past_retention_ms
+from minikafka.storage.log_segments import LogSegments
+from minikafka.storage.log_settings import LogSettings
+from minikafka.storage.log_timestamps import max_timestamp_offset, offset_for_timestamp
+from minikafka.storage.log_validator import validate_client_batch, validate_follower_records
+from minikafka.storage.producer_replay import apply_marker, rebuild_producer_state, replay_batch
+from minikafka.storage.producer_state import DEFAULT_EXPIRATION_MS, ProducerStateEntry
 from minikafka.storage.segment import LogSegment
-from minikafka.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
-_INT16 = struct.Struct(">h")
-_UINT32 = struct.Struct(">I")
-
 
 
 @dataclass(slots=True)
@@ -65,69 +51,6 @@ class AppendResult:
     log_append_time: int  # -1 on CreateTime topics, broker time on LogAppendTime, cached ts for a duplicate
     log_start_offset: int
     duplicate: bool
-
-
-@dataclass(slots=True)
-class _Settings:
-    """The topic settings the hot paths read, converted once per config change."""
-
-    max_message_bytes: int
-    segment_bytes: int
-    segment_ms: int
-    index_max_bytes: int
-    index_interval_bytes: int
-    log_append_time: bool
-    before_max_ms: int
-    after_max_ms: int
-    compacted: bool
-    deletes: bool  # cleanup.policy includes "delete": retention.ms/bytes apply
-    flush_messages: int
-    flush_ms: int
-    retention_ms: int
-    retention_bytes: int
-    codec: int | None  # compression.type as a codec id; None for "producer" (keep the client's)
-
-    decodes_records: bool = False  # bounded timestamps or compaction: an append decodes the records
-
-    def __post_init__(self) -> None:
-        self.decodes_records = self.bounded_timestamps or self.compacted
-
-    @property
-    def bounded_timestamps(self) -> bool:
-        return self.before_max_ms < LONG_MAX or self.after_max_ms < LONG_MAX
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> _Settings:
-        def num(name: str) -> int:
-            return int(topic_config(config, name))
-
-        def text(name: str) -> str:
-            return str(topic_config(config, name))
-
-        policy = text("cleanup.policy")
-        compacted = "compact" in policy
-        return cls(
-            max_message_bytes=num("max.message.bytes"),
-            segment_bytes=num("segment.bytes"),
-            # a compacted topic rolls by max.compaction.lag.ms too, so the cleaner can reach its records
-            segment_ms=min(num("segment.ms"), num("max.compaction.lag.ms") if compacted else LONG_MAX),
-            index_max_bytes=num("segment.index.bytes"),
-            index_interval_bytes=num("index.interval.bytes"),
-            log_append_time=text("message.timestamp.type") == "LogAppendTime",
-            before_max_ms=timestamp_bounds(config)[0],
-            after_max_ms=timestamp_bounds(config)[1],
-            compacted=compacted,
-            deletes="delete" in policy,
-            flush_messages=num("flush.messages"),
-            flush_ms=num("flush.ms"),
-            retention_ms=num("retention.ms"),
-            retention_bytes=num("retention.bytes"),
-            codec=TOPIC_CODECS.get(text("compression.type")),
-        )
-
-
-def _all_records_error(header: BatchHeader, message: str) -> list[tuple[int, str | None]]:
-    return [(i, message) for i in range(max(0, header.records_count))]
 
 
 class PartitionLog:
@@ -142,35 +65,33 @@ class PartitionLog:
         partition: int,
         directory: Path,
         config: dict[str, Any],
+        loaded: LoadedLog,
         *,
         now_ms: Callable[[], int] = wall_clock_ms,
-        producer_expiration_ms: int = DEFAULT_EXPIRATION_MS,
-        producer_max_entries: int | None = None,
     ) -> None:
+        """A log over segments already opened and recovered (:meth:`open` loads them)."""
         self.topic = topic
         self.partition = partition
         self.dir = Path(directory)
         self.config = dict(config)
-        self._settings = _Settings.from_config(self.config)
+        self._settings = LogSettings.from_config(self.config)
         self._now_ms = now_ms
-        self._producer_expiration_ms = producer_expiration_ms
-        self._producer_max_entries = producer_max_entries
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
+        self._segments = LogSegments(loaded.segments)
         self._lock = threading.Lock()
-        self.log_start_offset = 0
-        self.log_end_offset = 0
-        self.high_watermark = 0
-        self.recovery_point = 0
+        self.log_start_offset = loaded.log_start_offset
+        self.log_end_offset = loaded.log_end_offset
+        self.high_watermark = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
         self.on_append: Callable[[PartitionLog], None] | None = None
         #: told of every producer snapshot file written once the log is open (set by the opener)
         self.on_snapshot: Callable[[], None] | None = None
-        self.producer_state: ProducerStateManager
+        self.producer_state = loaded.producer_state
+        self.producer_state.on_snapshot = self._snapshot_written
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms()
         self._roll_flush_pending = False
         self._snapshots_to_sync: list[int] = []
-        self._dir_needs_sync = False
+        self._dir_needs_sync = loaded.dir_needs_sync
         self._closed = False
 
     @property
@@ -202,10 +123,12 @@ class PartitionLog:
 
         ``log_start_offset`` and ``recovery_point`` come from the directory's checkpoint files;
         ``clean`` says whether the last shutdown was clean (docs/semantics.md#clean-shutdown)."""
-        plog = cls(topic, partition, Path(directory), config, now_ms=now_ms,
-                   producer_expiration_ms=producer_expiration_ms, producer_max_entries=producer_max_entries)
-        load(plog, clean, max(0, log_start_offset), max(0, recovery_point))
-        return plog
+        directory = Path(directory)
+        loaded = load(directory, f"{topic}-{partition}", LogSettings.from_config(config), clean=clean,
+                      checkpoint_start=max(0, log_start_offset), checkpoint_recovery=max(0, recovery_point),
+                      now_ms=now_ms, producer_expiration_ms=producer_expiration_ms,
+                      producer_max_entries=producer_max_entries)
+        return cls(topic, partition, directory, config, loaded, now_ms=now_ms)
 
     def _snapshot_written(self) -> None:
         if self.on_snapshot is not None:
@@ -219,8 +142,10 @@ class PartitionLog:
 
         ``header`` is the batch's own, when the caller has parsed it already (the Produce handler
         has: :func:`~minikafka.storage.batch.single_batch`); it is checked here like a parsed one."""
-        batch, header, now_ms = self._validate(batch, now_ms, True, header)
-        seg = self._segment_for(header, len(batch), now_ms)
+        now_ms = self._append_time(now_ms)
+        batch, header = validate_client_batch(batch, header, self._settings, now_ms, True)  # 7-15
+        seg = self._segment_for(len(batch), self.log_end_offset + header.last_offset_delta, header.max_timestamp,
+                                now_ms)
         # 17. producer state (raises 45/47, 89 when full; returns the cached batch for a duplicate)
         dup = self.producer_state.check(header)
         if dup is not None:
@@ -233,8 +158,10 @@ class PartitionLog:
         The batch is validated like a client's and its producer epoch must not be older than the
         partition's (47), but sequences are not checked: the broker, not the producer, numbered it.
         A transactional batch opens the producer's transaction here like any transactional data."""
-        batch, header, now_ms = self._validate(batch, now_ms, False)
-        seg = self._segment_for(header, len(batch), now_ms)
+        now_ms = self._append_time(now_ms)
+        batch, header = validate_client_batch(batch, None, self._settings, now_ms, False)
+        seg = self._segment_for(len(batch), self.log_end_offset + header.last_offset_delta, header.max_timestamp,
+                                now_ms)
         if header.producer_id >= 0:
             self.producer_state.check_epoch(header.producer_id, header.producer_epoch)
         return self._write(seg, batch, header, now_ms)
@@ -248,84 +175,30 @@ class PartitionLog:
         (it takes one offset even when the producer wrote nothing here, and a duplicate marker
         completes nothing). The last stable offset moves, so ``on_append`` is told.
         Rules: docs/semantics.md#txn-markers."""
-        if self._closed:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
-        if now_ms is None:
-            now_ms = self._now_ms()
+        now_ms = self._append_time(now_ms)
         batch = build_marker(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
         header = BatchHeader.parse(batch)
-        seg = self._segment_for(header, len(batch), now_ms)  # Kafka rolls before the producer checks
+        seg = self._segment_for(len(batch), self.log_end_offset + header.last_offset_delta, header.max_timestamp,
+                                now_ms)  # Kafka rolls before the producer checks
         self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         return self._write(seg, batch, header, now_ms, Marker(commit, coordinator_epoch))
 
-    def _validate(self, batch: bytearray | memoryview | bytes, now_ms: int | None, from_client: bool,
-                  header: BatchHeader | None = None) -> tuple[bytearray | memoryview, BatchHeader, int]:
-        """Kafka's batch checks before offsets are assigned (steps 7-15); returns the writable
-        batch, its header (``header`` when given, else parsed here) and the append time."""
+    def _append_time(self, now_ms: int | None) -> int:
+        """``now_ms``, else the clock; an append to a closed log is NOT_LEADER_OR_FOLLOWER (6)."""
         if self._closed:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self.name} is closed")
-        if now_ms is None:
-            now_ms = self._now_ms()
-        if not isinstance(batch, bytearray) and (isinstance(batch, bytes) or batch.readonly):
-            batch = bytearray(batch)
-        s = self._settings
-        size = len(batch)
-        if header is None and size >= HEADER_SIZE:
-            header = BatchHeader.parse(batch)  # (a shorter batch is refused at step 9)
-        # 7. baseOffset must be 0
-        if size >= 8 and (_INT64.unpack_from(batch, 0)[0] if header is None else header.base_offset) != 0:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "batch base offset must be 0")
-        # 8. max.message.bytes
-        if size > s.max_message_bytes:
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"batch of {size} bytes exceeds max.message.bytes {s.max_message_bytes}")
-        # 9. size and CRC (the header's properties are spelled out below: this runs for every batch)
-        if header is None:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"batch of {size} bytes is smaller than a header")
-        if LOG_OVERHEAD + header.batch_length != size or header.magic != 2:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch length or magic does not match")
-        if crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]) != header.crc:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch CRC-32C mismatch")
-        attributes = header.attributes
-        # 10. codec
-        if attributes & COMPRESSION_MASK > 4:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {attributes & COMPRESSION_MASK}")
-        # 11. batch checks
-        count = header.last_offset_delta + 1
-        if count <= 0 or header.records_count <= 0 or count != header.records_count:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "lastOffsetDelta + 1 must equal recordsCount")
-        if attributes & CONTROL_FLAG:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not send control batches")
-        if from_client and header.producer_id >= 0 and header.base_sequence < 0:
-            raise KafkaError(ErrorCode.INVALID_RECORD, "idempotent batch without a base sequence")
-        # 12-13. records: decoded only when the topic needs it
-        if s.decodes_records or attributes & TIMESTAMP_TYPE_MASK:
-            self._check_records(batch, header, now_ms)
-        # 14. the topic's compression.type: the batch is stored with that codec (sequence numbers,
-        # offsets deltas and timestamps unchanged), and must still fit max.message.bytes
-        if s.codec is not None and s.codec != header.compression:
-            batch = recompress(batch, header, s.codec)
-            size = len(batch)
-            if size > s.max_message_bytes:
-                raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes after recompression "
-                                 f"exceeds max.message.bytes {s.max_message_bytes}")
-        if s.log_append_time:
-            set_log_append_time(batch, 0, header, now_ms)
-        # 15. segment.bytes
-        if size > s.segment_bytes:
-            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE,
-                             f"batch of {size} bytes exceeds segment.bytes {s.segment_bytes}")
-        return batch, header, now_ms
+        return self._now_ms() if now_ms is None else now_ms
 
-    def _segment_for(self, header: BatchHeader, size: int, now_ms: int) -> LogSegment:
-        """16. The active segment, rolled first if this batch would not fit its limits."""
-        seg = self._segments[-1]
+    def _segment_for(self, size: int, last_offset: int, max_timestamp: int, now_ms: int,
+                     next_offset: int = 0) -> LogSegment:
+        """16. The active segment, rolled first (at ``next_offset`` if above the log end) when ``size``
+        bytes ending at ``last_offset`` would not fit its limits."""
+        seg = self._segments.active
         s = self._settings
-        reason = seg.should_roll(size, self.log_end_offset + header.last_offset_delta, header.max_timestamp,
-                                 now_ms, s.segment_bytes, s.segment_ms)
+        reason = seg.should_roll(size, last_offset, max_timestamp, now_ms, s.segment_bytes, s.segment_ms)
         if reason is not None:
-            self._roll(reason, now_ms)
-            seg = self._segments[-1]
+            self._roll(reason, now_ms, next_offset)
+            seg = self._segments.active
         return seg
 
     def _write(self, seg: LogSegment, batch: bytearray | memoryview, header: BatchHeader, now_ms: int,
@@ -336,17 +209,13 @@ class PartitionLog:
         _INT32.pack_into(batch, PARTITION_LEADER_EPOCH_OFFSET, 0)
         header.base_offset = leo
         header.partition_leader_epoch = 0
-        try:
-            seg.append(batch, header)
-        except OSError as e:
-            log.error("%s: write failed: %s", self.name, e)
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write failed: {e}") from e
+        self._append_to(seg, batch, header)
         delta = header.last_offset_delta
         self.log_end_offset = self.high_watermark = leo + delta + 1
         if marker is None:
             self.producer_state.update(header, now_ms)
         else:
-            self._apply_marker(seg, header, marker, now_ms)
+            apply_marker(self.producer_state, seg, header, marker, now_ms, self.name)
         s = self._settings
         self._unflushed_messages += delta + 1
         if self._unflushed_messages >= s.flush_messages:
@@ -355,24 +224,97 @@ class PartitionLog:
             self.on_append(self)
         return AppendResult(leo, leo + delta, now_ms if s.log_append_time else -1, self.log_start_offset, False)
 
-    def _apply_marker(self, seg: LogSegment, header: BatchHeader, marker: Marker, now_ms: int | None,
-                      index: bool = True) -> None:
-        """Close the producer's transaction for a marker at ``header.base_offset``; an ABORT that
-        closes a transaction adds an entry to the segment's aborted-transaction index, whose last
-        stable offset is the first offset of the oldest transaction still open (else the offset
-        after the marker)."""
-        ps = self.producer_state
-        first = ps.apply_marker(header, marker.coordinator_epoch, now_ms)
-        if not index or marker.commit or first < 0:
-            return
-        oldest_open = ps.first_unstable_offset()
-        lso = header.base_offset + 1 if oldest_open is None else oldest_open
+    def _append_to(self, seg: LogSegment, batch: bytearray | memoryview, header: BatchHeader) -> None:
         try:
-            seg.txn_index.append(AbortedTxn(header.producer_id, first, header.base_offset, lso))
+            seg.append(batch, header)
         except OSError as e:
-            log.error("%s: cannot write the aborted-transaction index of segment %d: %s",
-                      self.name, seg.base_offset, e)
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"txnindex write failed: {e}") from e
+            log.error("%s: write failed: %s", self.name, e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write failed: {e}") from e
+
+    # ================================================================== the follower's writes
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview,
+                           now_ms: int | None = None) -> AppendResult | None:
+        """Append batches copied from the leader, keeping their base offsets and partitionLeaderEpoch.
+
+        Checked as Kafka checks a replicated append (:func:`~.log_validator.validate_follower_records`:
+        offsets increasing and not below the log end). The log rolls once for the whole set, at
+        the first batch's offset. Producer state is recorded without being judged (no duplicate
+        or sequence check, an older epoch accepted), markers close transactions and index
+        aborts, so a follower that becomes leader has the leader's state. The high watermark is
+        left alone: a follower learns it from the leader (:meth:`update_high_watermark`).
+        Returns None for no batches. Kafka: ``UnifiedLog.appendAsFollower``."""
+        now_ms = self._append_time(now_ms)
+        s = self._settings
+        batches = validate_follower_records(records, s, self.log_end_offset)
+        if not batches:
+            return None
+        view = memoryview(records)
+        first, last = batches[0][1], batches[-1][1]
+        seg = self._segment_for(len(view), last.last_offset, max(h.max_timestamp for _, h in batches), now_ms,
+                               first.base_offset)
+        for pos, header in batches:
+            batch, seg_pos = view[pos : pos + header.size], seg.size
+            self._append_to(seg, batch, header)
+            self.log_end_offset = header.next_offset
+            replay_batch(self.producer_state, seg, seg_pos, header, now_ms, self.name, True, batch)
+            self._unflushed_messages += header.last_offset_delta + 1
+        if self._unflushed_messages >= s.flush_messages:
+            self.flush()
+        if self.on_append is not None:
+            self.on_append(self)
+        return AppendResult(first.base_offset, last.last_offset, -1, self.log_start_offset, False)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark a follower learned from its leader, within [log start, log end]."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    def truncate_to(self, offset: int) -> bool:
+        """Drop every offset from ``offset`` on (a follower whose log diverged from the new leader's).
+
+        Segments above it are deleted, the one holding it is cut at the batch holding it (with its
+        index and aborted-transaction entries), and the producer state is rebuilt from the newest
+        snapshot at or below the new log end plus the log after it (later snapshots are deleted).
+        The log start offset is capped at ``offset``, the high watermark at the new log end; an
+        ``offset`` below every segment empties the log and starts it there. Returns False when
+        ``offset`` is at or past the log end (nothing to do). Kafka: ``UnifiedLog.truncateTo``."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to the negative offset {offset}")
+        now = self._append_time(None)
+        if offset >= self.log_end_offset:
+            return False
+        log.info("%s: truncating to offset %d (log end %d)", self.name, offset, self.log_end_offset)
+        s = self._settings
+        ps = self.producer_state
+        doomed = self._segments.above(offset)
+        try:
+            fresh = (LogSegment.create(self.dir, offset, s.index_max_bytes, s.index_interval_bytes, now)
+                     if len(doomed) == len(self._segments) else None)
+            with self._lock:
+                if fresh is None:
+                    self._segments.remove(doomed)
+                else:
+                    self._segments.reset([fresh])
+                self._dir_needs_sync = True
+                self._snapshots_to_sync = [o for o in self._snapshots_to_sync if o <= offset]
+            for seg in doomed:
+                seg.delete()
+            active = self._segments.active
+            if fresh is None:
+                active.truncate_to(offset, now)
+                if doomed:  # it was not the active segment: its indexes open for appends again
+                    active.make_active(rewrite_indexes=True)
+            else:
+                ps.truncate_fully_and_start_at(offset)
+        except OSError as e:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self.name}: truncation failed: {e}") from e
+        self.log_end_offset = active.next_offset
+        self.log_start_offset = min(offset, self.log_start_offset) if fresh is None else offset
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        rebuild_producer_state(ps, self._segments, self.log_start_offset, self.log_end_offset, now, self.name)
+        return True
 
     # ================================================================== transactions
 
@@ -406,58 +348,26 @@ class PartitionLog:
         """Forget producers idle for ``producer.id.expiration.ms`` at ``now_ms``; how many went."""
         return self.producer_state.expire(now_ms)
 
-    def _check_records(self, batch: bytearray | memoryview, header: BatchHeader, now_ms: int) -> None:
-        """Record-level checks of docs/semantics.md#record-checks, step 13 (timestamps, LogAppendTime bit, null keys)."""
-        s = self._settings
-        if header.is_log_append_time:
-            # Every record of such a batch reads as the batch maxTimestamp.
-            if s.log_append_time or header.max_timestamp == -1:
-                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "producers may not set LogAppendTime",
-                                 _all_records_error(header, "timestamp type LogAppendTime set by the producer"))
-            if s.bounded_timestamps and not (now_ms - s.before_max_ms <= header.max_timestamp
-                                             <= now_ms + s.after_max_ms):
-                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "timestamp out of range",
-                                 _all_records_error(header, "timestamp out of range"))
-            # In range on a CreateTime topic: the bit is rewritten to CreateTime.
-            attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
-            _INT16.pack_into(batch, ATTRIBUTES_OFFSET, attributes)
-            header.attributes = attributes
-            header.crc = compute_crc(batch, 0, header.size)
-            _UINT32.pack_into(batch, CRC_OFFSET, header.crc)
-            if not s.compacted:
-                return
-        records = decode_records(batch, header)
-        if s.compacted:
-            errors = [(i, "compacted topic record without a key") for i, r in enumerate(records) if r.key_is_null]
-            if errors:
-                raise KafkaError(ErrorCode.INVALID_RECORD, "null key on a compacted topic", errors)
-        if s.bounded_timestamps and not s.log_append_time and not header.is_log_append_time:
-            low, high = now_ms - s.before_max_ms, now_ms + s.after_max_ms
-            errors = [(i, f"timestamp {r.timestamp} out of range [{low}, {high}]")
-                      for i, r in enumerate(records) if r.timestamp != -1 and not low <= r.timestamp <= high]
-            if errors:
-                raise KafkaError(ErrorCode.INVALID_TIMESTAMP, "record timestamp out of range", errors)
-
     # ================================================================== segments
 
     def roll(self) -> None:
         """Start a new segment at the LEO now (no-op while the active segment is empty)."""
         self._roll("requested", self._now_ms())
 
-    def _roll(self, reason: str, now_ms: int) -> None:
-        old = self._segments[-1]
-        if old.is_empty:
+    def _roll(self, reason: str, now_ms: int, next_offset: int = 0) -> None:
+        """Start a new segment at the log end, or at ``next_offset`` when that is higher (a
+        follower copying a leader's log that has a gap)."""
+        old = self._segments.active
+        new_base = max(self.log_end_offset, next_offset)
+        if old.is_empty and new_base == old.base_offset:
             return
-        new_base = self.log_end_offset
         s = self._settings
         try:
             new = LogSegment.create(self.dir, new_base, s.index_max_bytes, s.index_interval_bytes, now_ms)
         except OSError as e:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create segment {new_base}: {e}") from e
         with self._lock:
-            old.on_become_inactive()
-            self._segments.append(new)
-            self._bases.append(new_base)
+            self._segments.add(new)
             self._roll_flush_pending = True
             self._dir_needs_sync = True
         # Kafka writes the producer snapshot before the new segment gets data; its fsync is left
@@ -476,57 +386,40 @@ class PartitionLog:
         return list(self._segments)
 
     def segment_base_offsets(self) -> list[int]:
-        return list(self._bases)
+        return self._segments.base_offsets()
 
     @property
     def size_bytes(self) -> int:
-        return sum(seg.size for seg in self._segments)
+        return self._segments.size_bytes
 
-    def _delete_segments(self, doomed: list[LogSegment], reason: str) -> None:
-        """Remove whole segments from the front of the log (never the only one)."""
+    def _delete_segments(self, doomed: list[LogSegment], reason: str) -> int:
+        """Remove whole segments from the front of the log (never the only one); how many went."""
         if not doomed:
-            return
+            return 0
         if len(doomed) == len(self._segments):
             self._roll(reason, self._now_ms())
         with self._lock:
-            gone = {id(seg) for seg in doomed}
-            self._segments = [seg for seg in self._segments if id(seg) not in gone]
-            self._bases = [seg.base_offset for seg in self._segments]
+            self._segments.remove(doomed)
         for seg in doomed:
             seg.delete()
             self.producer_state.delete_snapshot(seg.base_offset)
             log.info("%s: deleted segment %d (%s)", self.name, seg.base_offset, reason)
         if self._segments[0].base_offset > self.log_start_offset:
             self.log_start_offset = self._segments[0].base_offset
+        return len(doomed)
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete whole segments past retention.ms / retention.bytes, and segments entirely below
-        the log start offset. Returns how many segments were deleted."""
+        """Delete whole segments entirely below the log start offset, then those past retention.ms
+        and retention.bytes (:mod:`.log_retention`). Returns how many segments were deleted."""
         s = self._settings
-        deleted = 0
-        # segments entirely below the log start offset (DeleteRecords)
-        below = [seg for i, seg in enumerate(self._segments[:-1])
-                 if self._segments[i + 1].base_offset <= self.log_start_offset]
-        self._delete_segments(below, "below the log start offset")
-        deleted += len(below)
+        deleted = self._delete_segments(below_log_start(self._segments, self.log_start_offset),
+                                        "below the log start offset")
         if s.retention_ms >= 0 and s.deletes:
-            doomed = []
-            for seg in self._segments:
-                if seg.is_empty or now_ms - seg.largest_timestamp <= s.retention_ms:
-                    break
-                doomed.append(seg)
-            self._delete_segments(doomed, f"retention.ms {s.retention_ms}")
-            deleted += len(doomed)
+            deleted += self._delete_segments(past_retention_ms(self._segments, s.retention_ms, now_ms),
+                                             f"retention.ms {s.retention_ms}")
         if s.retention_bytes >= 0 and s.deletes:
-            excess = self.size_bytes - s.retention_bytes
-            doomed = []
-            for seg in self._segments:
-                if seg.is_empty or excess - seg.size < 0:
-                    break
-                excess -= seg.size
-                doomed.append(seg)
-            self._delete_segments(doomed, f"retention.bytes {s.retention_bytes}")
-            deleted += len(doomed)
+            deleted += self._delete_segments(past_retention_bytes(self._segments, s.retention_bytes),
+                                             f"retention.bytes {s.retention_bytes}")
         return deleted
 
     def delete_records(self, offset: int) -> int:
@@ -539,9 +432,7 @@ class PartitionLog:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             log.info("%s: log start offset moved to %d", self.name, offset)
-            below = [seg for i, seg in enumerate(self._segments[:-1])
-                     if self._segments[i + 1].base_offset <= offset]
-            self._delete_segments(below, "below the log start offset")
+            self._delete_segments(below_log_start(self._segments, offset), "below the log start offset")
         return self.log_start_offset
 
     @property
@@ -552,33 +443,19 @@ class PartitionLog:
         """Put ``new`` in place of the consecutive segments ``old`` (the log cleaner's swap; the
         files are already renamed). The old segments' descriptors are closed."""
         with self._lock:
-            i = next(k for k, seg in enumerate(self._segments) if seg is old[0])
-            if [id(seg) for seg in self._segments[i : i + len(old)]] != [id(seg) for seg in old]:
-                raise ValueError(f"{self.name}: segments {[s.base_offset for s in old]} are no longer consecutive")
-            self._segments[i : i + len(old)] = [new]
-            self._bases = [seg.base_offset for seg in self._segments]
+            try:
+                self._segments.replace(old, new)
+            except ValueError as e:
+                raise ValueError(f"{self.name}: {e}") from None
         for seg in old:
             seg.abandon()
 
     def update_config(self, config: dict[str, Any]) -> None:
         self.config = dict(config)
-        self._settings = _Settings.from_config(self.config)
-        self._segments[-1].index_interval_bytes = self._settings.index_interval_bytes
+        self._settings = LogSettings.from_config(self.config)
+        self._segments.active.index_interval_bytes = self._settings.index_interval_bytes
 
     # ================================================================== reading
-
-    def _segment_index(self, offset: int) -> int:
-        return max(0, bisect.bisect_right(self._bases, offset) - 1)
-
-    def _locate(self, offset: int) -> tuple[LogSegment, int, BatchHeader] | None:
-        """Segment, position and header of the batch holding ``offset`` (or the first after it)."""
-        segments = self._segments
-        i = self._segment_index(offset)
-        found = segments[i].find_batch(offset)
-        while found is None and i + 1 < len(segments):  # a gap between segments
-            i += 1
-            found = segments[i].find_batch(offset)
-        return None if found is None else (segments[i], found[0], found[1])
 
     def _read_span(self, offset: int, max_bytes: int, min_one: bool,
                    max_offset: int | None) -> tuple[LogSegment, int, BatchHeader, int, int] | None:
@@ -591,7 +468,7 @@ class PartitionLog:
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if offset >= limit:
             return None
-        located = self._locate(offset)
+        located = self._segments.locate(offset)
         if located is None:
             return None
         seg, pos, header = located
@@ -616,18 +493,7 @@ class PartitionLog:
         seg, pos, header, end_pos, _size = span
         if header.size > max_bytes:
             return seg.read_batch(pos, header) if min_one else b""
-        data = seg.pread(pos, min(max_bytes, end_pos - pos))
-        n = len(data)
-        if pos + n >= end_pos:
-            return data  # up to the segment end or the limit: whole batches
-        # Cut after the last whole batch: start from the closest indexed batch boundary.
-        end = max(pos, seg.offset_index.position_at_or_before(pos + n)) - pos
-        while n - end >= 12:
-            (length,) = struct.unpack_from(">i", data, end + 8)
-            if end + 12 + length > n:
-                break
-            end += 12 + length
-        return data if end == n else memoryview(data)[:end]
+        return seg.read_whole_batches(pos, min(max_bytes, end_pos - pos), end_pos)
 
     def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """``(producer_id, first_offset)`` of the aborted transactions a read_committed client needs
@@ -635,13 +501,7 @@ class PartitionLog:
         segment holding ``fetch_offset`` on, every index entry whose marker is at or after the
         fetch offset and whose first offset is below the bound, stopping after the first entry
         whose last stable offset reaches the bound."""
-        out: list[tuple[int, int]] = []
-        for seg in self._segments[self._segment_index(fetch_offset):]:
-            found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
-            out.extend((txn.producer_id, txn.first_offset) for txn in found)
-            if complete:
-                break
-        return out
+        return self._segments.collect_aborted(fetch_offset, upper_bound)
 
     def aborted_transactions_for_read(self, offset: int, max_bytes: int, min_one: bool = True,
                                       max_offset: int | None = None) -> list[tuple[int, int]]:
@@ -655,53 +515,18 @@ class PartitionLog:
         seg, pos, _header, _end, size = span
         upper = seg.offset_index.upper_bound_offset(pos + size)
         if upper is None:
-            i = bisect.bisect_right(self._bases, seg.base_offset)
-            upper = self._bases[i] if i < len(self._bases) else self.log_end_offset
+            upper = self._segments.base_after(seg)
+            if upper is None:
+                upper = self.log_end_offset
         return self.collect_aborted_transactions(offset, upper)
-
-    def _first_record_at_or_after(self, seg: LogSegment, pos: int, timestamp: int) -> tuple[int, int] | None:
-        for bpos, header in seg.iter_headers(pos):
-            if header.last_offset < self.log_start_offset or header.max_timestamp < timestamp:
-                continue
-            for record in decode_records(seg.read_batch(bpos, header), header):
-                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
-                    return record.offset, record.timestamp
-        return None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with a timestamp >= ``timestamp``, or None."""
-        for seg in self._segments:
-            if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
-                continue
-            entry = seg.time_index.lookup_below(timestamp)
-            pos = seg.offset_index.lookup(entry[1])[1] if entry is not None else 0
-            found = self._first_record_at_or_after(seg, pos, timestamp)
-            if found is not None:
-                return found
-        return None
+        return offset_for_timestamp(self._segments, self.log_start_offset, timestamp)
 
     def max_timestamp_offset(self) -> tuple[int, int]:
         """``(offset, timestamp)`` of the first record carrying the largest timestamp; (-1, -1) if empty."""
-        best: LogSegment | None = None
-        for seg in self._segments:
-            if seg.is_empty or seg.next_offset <= self.log_start_offset:
-                continue
-            if best is None or seg.max_timestamp > best.max_timestamp:
-                best = seg
-        if best is None:
-            return -1, -1
-        found = best.find_batch(best.offset_of_max_timestamp)
-        if found is None:
-            return best.offset_of_max_timestamp, best.max_timestamp
-        pos, header = found
-        if header.is_log_append_time:
-            return max(header.base_offset, self.log_start_offset), header.max_timestamp
-        records = decode_records(best.read_batch(pos, header), header)
-        if not records:  # an empty batch the log cleaner kept for its producer
-            return max(header.base_offset, self.log_start_offset), best.max_timestamp
-        top = max(r.timestamp for r in records)
-        offset = next(r.offset for r in records if r.timestamp == top)
-        return offset, best.max_timestamp
+        return max_timestamp_offset(self._segments, self.log_start_offset)
 
     # ================================================================== durability
 
@@ -725,33 +550,17 @@ class PartitionLog:
             if self._closed:
                 return
             target = self.log_end_offset
-            fds: list[int] = []
-            try:
-                for seg in self._segments:
-                    if seg.next_offset > self.recovery_point or seg is self._segments[-1]:
-                        fds.extend(seg.dup_fds())
-            except OSError:
-                for fd in fds:
-                    os.close(fd)
-                raise
+            fds = dup_unflushed_fds(self._segments, self.recovery_point)
             snapshots, self._snapshots_to_sync = self._snapshots_to_sync, []
             sync_dir, self._dir_needs_sync = self._dir_needs_sync, False
             self._roll_flush_pending = False
         try:
-            for fd in fds:
-                os.fsync(fd)
-            for offset in snapshots:
-                _fsync_path(self.dir / offset_file_name(offset, ".snapshot"))
-            if sync_dir:
-                _fsync_path(self.dir)
+            fsync_flushed(self.dir, fds, snapshots, sync_dir)
         except OSError as e:
             with self._lock:
                 self._snapshots_to_sync[:0] = snapshots
                 self._dir_needs_sync = self._dir_needs_sync or sync_dir
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self.name}: fsync failed: {e}") from e
-        finally:
-            for fd in fds:
-                os.close(fd)
         with self._lock:
             if target > self.recovery_point:
                 self.recovery_point = target
@@ -777,43 +586,14 @@ class PartitionLog:
             log.error("%s: producer snapshot at %d failed: %s", self.name, self.log_end_offset, e)
         with self._lock:
             self._closed = True
-            for seg in self._segments:
-                seg.on_become_inactive()
-            for seg in self._segments:
-                try:
-                    os.fsync(seg.fd)
-                except OSError as e:
-                    log.error("%s: fsync of segment %d failed: %s", self.name, seg.base_offset, e)
-            try:
-                for offset in self._snapshots_to_sync:
-                    _fsync_path(self.dir / offset_file_name(offset, ".snapshot"))
-                for seg in self._segments:
-                    _fsync_path(seg.offset_index.path)
-                    _fsync_path(seg.time_index.path)
-                    _fsync_path(seg.txn_index.path)
-                _fsync_path(self.dir)
-            except OSError as e:
-                log.error("%s: fsync at close failed: %s", self.name, e)
+            close_files(self.name, self.dir, self._segments, self._snapshots_to_sync)
             self._snapshots_to_sync = []
-            for seg in self._segments:
-                seg.close()
             self.recovery_point = self.log_end_offset
 
     def delete(self) -> None:
         """Close without a snapshot and remove every file (topic deletion)."""
         with self._lock:
             self._closed = True
-            for seg in self._segments:
+            for seg in self._segments.reset([]):
                 seg.delete()
-            self._segments = []
 
-
-def _fsync_path(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

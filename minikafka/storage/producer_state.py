@@ -114,8 +114,8 @@ class ProducerStateManager:
         #: ``minikafka.producer.state.max.entries``; None leaves the state bounded only by expiry.
         self.max_entries = max_entries
         self._last_full_warning = -3600.0
-        #: called after each snapshot file is written (the broker counts them for its metrics)
-        self._on_snapshot = on_snapshot
+        #: called after each snapshot file is written (the partition log passes it on to the broker's metrics)
+        self.on_snapshot = on_snapshot
         self._now_ms = now_ms
         self._producers: dict[int, ProducerStateEntry] = {}
         self._view = MappingProxyType(self._producers)
@@ -373,8 +373,8 @@ class ProducerStateManager:
         self._last_snap_offset = offset
         self._dirty = False
         self._limit_snapshot_count(keep=offset)
-        if self._on_snapshot is not None:
-            self._on_snapshot()
+        if self.on_snapshot is not None:
+            self.on_snapshot()
         return path
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
@@ -394,11 +394,7 @@ class ProducerStateManager:
         for offset in snapshots.list_snapshot_offsets(self.partition_dir):
             if offset > log_end_offset or offset < log_start_offset:
                 self.delete_snapshot(offset)
-        self._producers.clear()
-        self._ongoing.clear()
-        self._ongoing_heap.clear()
-        self._last_snap_offset = None
-        self._dirty = True
+        self._forget_all()
         for offset in reversed(snapshots.list_snapshot_offsets(self.partition_dir)):
             path = snapshots.snapshot_path(self.partition_dir, offset)
             try:
@@ -415,6 +411,22 @@ class ProducerStateManager:
             self._dirty = dropped > 0
             return
         self.map_end_offset = log_start_offset
+
+    def _forget_all(self) -> None:
+        """No producers and no open transactions; no snapshot describes the state."""
+        self._producers.clear()
+        self._ongoing.clear()
+        self._ongoing_heap.clear()
+        self._last_snap_offset = None
+        self._dirty = True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget every producer and delete every snapshot: the log now starts empty at ``offset``
+        (a follower truncating below all its data). Kafka: ``truncateFullyAndStartAt``."""
+        for snapshot in snapshots.list_snapshot_offsets(self.partition_dir):
+            self.delete_snapshot(snapshot)
+        self._forget_all()
+        self.map_end_offset = offset
 
     def _install(self, loaded: Iterable[snapshots.SnapshotEntry]) -> int:
         """Make loaded entries live, leaving out expired ones; return how many were left out."""

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 #: Bytes up to and including the magic byte; with fewer left the file simply ends (a torn write).
 HEADER_SIZE_UP_TO_MAGIC = 17
 _PREFIX = struct.Struct(">qiib")
+_LENGTH = struct.Struct(">i")
 _READ_CHUNK = 1 << 20
 _HEADER_CHUNK = 1 << 16
 _FIND_CHUNK = 1 << 13
@@ -155,8 +156,8 @@ class LogSegment:
     def should_roll(self, batch_size: int, last_offset: int, max_timestamp: int, now_ms: int,
                     segment_bytes: int, segment_ms: int) -> str | None:
         """Why the incoming batch must go into a new segment (docs/semantics.md#segment-roll), or None."""
-        if self.size == 0:
-            return None
+        if self.size == 0:  # only a follower's copy of a compacted log can jump this far from the base
+            return "offset overflow" if last_offset - self.base_offset > INT32_MAX else None
         if self.size + batch_size > segment_bytes:
             return "segment.bytes"
         if self.first_batch_timestamp is not None and self.first_batch_timestamp > 0:
@@ -235,6 +236,22 @@ class LogSegment:
             if header.last_offset >= offset:
                 return bpos, header
         return None
+
+    def read_whole_batches(self, position: int, size: int, end: int) -> bytes | memoryview:
+        """Up to ``size`` bytes of batches from the batch at ``position``, cut after the last whole
+        one unless the read reaches ``end`` (a batch boundary: the segment end or a read limit)."""
+        data = self.pread(position, size)
+        n = len(data)
+        if position + n >= end:
+            return data
+        # Cut after the last whole batch: start from the closest indexed batch boundary.
+        cut = max(position, self.offset_index.position_at_or_before(position + n)) - position
+        while n - cut >= LOG_OVERHEAD:
+            (length,) = _LENGTH.unpack_from(data, cut + 8)
+            if cut + LOG_OVERHEAD + length > n:
+                break
+            cut += LOG_OVERHEAD + length
+        return data if cut == n else memoryview(data)[:cut]
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         return os.pread(self.fd, header.size, position)
@@ -358,6 +375,30 @@ class LogSegment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def truncate_to(self, offset: int, now_ms: int) -> int:
+        """Drop every batch holding ``offset`` or a later offset, and their index entries (a
+        follower truncating its log; Kafka's ``LogSegment.truncateTo``). A batch that starts below
+        ``offset`` but reaches it goes whole. Returns the number of bytes cut."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        pos, header = found
+        cut = header.base_offset
+        self.offset_index.truncate_to(cut)
+        self.time_index.truncate_to(cut)
+        self.txn_index.truncate_to(cut)
+        os.ftruncate(self.fd, pos)
+        truncated, self.size = self.size - pos, pos
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
+        self.first_batch_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        if pos == 0:
+            self.created_ms = now_ms  # segment.ms counts afresh, as for a new segment
+        else:
+            self._load_tail()  # the end offset and max timestamp of the batches kept
+        return truncated
 
     def truncate_to_empty(self) -> None:
         """Drop every batch (used when recovery of this segment fails outright)."""

@@ -108,6 +108,19 @@ class TransactionIndex(IndexFileHandle):
                 return found, True
         return found, False
 
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries whose marker is at ``offset`` or later, in memory and in the file (a
+        follower truncating its log; Kafka's ``TransactionIndex.truncateTo``)."""
+        keep = bisect_left(self._last_offsets, offset)
+        if keep == len(self.entries):
+            return
+        del self.entries[keep:]
+        del self._last_offsets[keep:]
+        if self._fd is not None:
+            os.ftruncate(self._fd, keep * ENTRY_SIZE)
+        elif self.path.exists():
+            os.truncate(self.path, keep * ENTRY_SIZE)
+
     def reset(self) -> None:
         """Forget every entry and remove the file (the segment's index is being rebuilt)."""
         self.close()
