@@ -111,13 +111,6 @@ def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
                  durable=False)
 
 
-def write_leader_epoch_checkpoint(directory: Path, leader_epoch: int = 0, start_offset: int = 0) -> None:
-    """``leader-epoch-checkpoint``: a single node leads every partition in one epoch from its start."""
-    # Not fsynced: its content is fixed for a single node, and loading writes it again when it is missing.
-    atomic_write(directory / "leader-epoch-checkpoint", f"0\n1\n{leader_epoch} {start_offset}\n".encode(),
-                 durable=False)
-
-
 def read_partition_metadata(directory: Path) -> uuid.UUID | None:
     """The topic id in ``partition.metadata``, or None if it is missing or unreadable."""
     path = directory / PARTITION_METADATA

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from minikafka.storage.append_result import AppendResult
     from minikafka.storage.batch import BatchHeader
-    from minikafka.storage.log import AppendResult
     from minikafka.storage.log_manager import TopicInfo
     from minikafka.storage.producer_state import ProducerStateEntry
 

@@ -125,9 +125,10 @@ class LeaderEpochCache:
         return self._entries[higher - 1].epoch, self._entries[higher].start_offset
 
     # ----------------------------------------------------------------- changing
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, durable: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset`` unless the latest entry already says so
-        (same epoch, no later start); returns whether the cache changed."""
+        (same epoch, no later start); returns whether the cache changed. ``durable=False`` skips the
+        fsyncs, for an entry that loading writes again when the file is missing."""
         if epoch < 0:
             return False
         if self._entries:
@@ -137,7 +138,7 @@ class LeaderEpochCache:
         while self._entries and (self._entries[-1].epoch >= epoch or self._entries[-1].start_offset >= start_offset):
             self._entries.pop()
         self._entries.append(EpochEntry(epoch, start_offset))
-        self._write()
+        self._write(durable)
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -162,5 +163,5 @@ class LeaderEpochCache:
         self._entries = []
         self._write()
 
-    def _write(self) -> None:
-        atomic_write(self.path, format_leader_epoch_checkpoint(self._entries).encode())
+    def _write(self, durable: bool = True) -> None:
+        atomic_write(self.path, format_leader_epoch_checkpoint(self._entries).encode(), durable=durable)

@@ -19,12 +19,12 @@ import logging
 import struct
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from minikafka.clock import wall_clock_ms
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.storage.append_result import AppendResult
 from minikafka.storage.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader
 from minikafka.storage.control import Marker, build_marker
 from minikafka.storage.log_durability import close_files, dup_unflushed_fds, fsync_flushed
@@ -42,15 +42,6 @@ log = logging.getLogger(__name__)
 
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
-
-
-@dataclass(slots=True)
-class AppendResult:
-    base_offset: int  # first offset of the batch (the original one for a duplicate)
-    last_offset: int
-    log_append_time: int  # -1 on CreateTime topics, broker time on LogAppendTime, cached ts for a duplicate
-    log_start_offset: int
-    duplicate: bool
 
 
 class PartitionLog:
@@ -81,6 +72,9 @@ class PartitionLog:
         self.log_start_offset = loaded.log_start_offset
         self.log_end_offset = loaded.log_end_offset
         self.high_watermark = loaded.log_end_offset
+        self.epochs = loaded.epochs
+        self.leader_epoch = max(self.epochs.latest_epoch, 0)  # stamped on what it appends as leader
+        self.replicated = False  # set in a cluster: the high watermark follows the replicas, not appends
         self.recovery_point = loaded.recovery_point
         self.on_append: Callable[[PartitionLog], None] | None = None
         #: told of every producer snapshot file written once the log is open (set by the opener)
@@ -206,12 +200,15 @@ class PartitionLog:
         """Give the batch the next offset, write it and record it in the producer state."""
         leo = self.log_end_offset
         _INT64.pack_into(batch, 0, leo)  # baseOffset and partitionLeaderEpoch: outside the CRC
-        _INT32.pack_into(batch, PARTITION_LEADER_EPOCH_OFFSET, 0)
+        epoch = header.partition_leader_epoch = self.leader_epoch
+        _INT32.pack_into(batch, PARTITION_LEADER_EPOCH_OFFSET, epoch)
         header.base_offset = leo
-        header.partition_leader_epoch = 0
+        self.epochs.assign(epoch, leo)  # changes nothing unless the epoch is new
         self._append_to(seg, batch, header)
         delta = header.last_offset_delta
-        self.log_end_offset = self.high_watermark = leo + delta + 1
+        self.log_end_offset = leo + delta + 1
+        if not self.replicated:
+            self.high_watermark = self.log_end_offset
         if marker is None:
             self.producer_state.update(header, now_ms)
         else:
@@ -255,6 +252,7 @@ class PartitionLog:
                                first.base_offset)
         for pos, header in batches:
             batch, seg_pos = view[pos : pos + header.size], seg.size
+            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
             self._append_to(seg, batch, header)
             self.log_end_offset = header.next_offset
             replay_batch(self.producer_state, seg, seg_pos, header, now_ms, self.name, True, batch)
@@ -298,14 +296,8 @@ class PartitionLog:
                     self._segments.reset([fresh])
                 self._dir_needs_sync = True
                 self._snapshots_to_sync = [o for o in self._snapshots_to_sync if o <= offset]
-            for seg in doomed:
-                seg.delete()
-            active = self._segments.active
-            if fresh is None:
-                active.truncate_to(offset, now)
-                if doomed:  # it was not the active segment: its indexes open for appends again
-                    active.make_active(rewrite_indexes=True)
-            else:
+            active = self._segments.cut_files(doomed, offset, now, afresh=fresh is not None)
+            if fresh is not None:
                 ps.truncate_fully_and_start_at(offset)
         except OSError as e:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self.name}: truncation failed: {e}") from e
@@ -313,6 +305,7 @@ class PartitionLog:
         self.log_start_offset = min(offset, self.log_start_offset) if fresh is None else offset
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
         rebuild_producer_state(ps, self._segments, self.log_start_offset, self.log_end_offset, now, self.name)
         return True
 
@@ -406,6 +399,7 @@ class PartitionLog:
             log.info("%s: deleted segment %d (%s)", self.name, seg.base_offset, reason)
         if self._segments[0].base_offset > self.log_start_offset:
             self.log_start_offset = self._segments[0].base_offset
+            self.epochs.truncate_from_start(self.log_start_offset)
         return len(doomed)
 
     def apply_retention(self, now_ms: int) -> int:
@@ -431,6 +425,7 @@ class PartitionLog:
                              f"offset {offset} is outside [0, {self.high_watermark}]")
         if offset > self.log_start_offset:
             self.log_start_offset = offset
+            self.epochs.truncate_from_start(offset)
             log.info("%s: log start offset moved to %d", self.name, offset)
             self._delete_segments(below_log_start(self._segments, offset), "below the log start offset")
         return self.log_start_offset

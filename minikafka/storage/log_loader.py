@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minikafka.storage.disk_format import SEGMENT_INDEX_SUFFIXES, SEGMENT_LOG_NAME, offset_file_name
+from minikafka.storage.leader_epoch import LeaderEpochCache
 from minikafka.storage.log_settings import LogSettings
 from minikafka.storage.producer_replay import rebuild_producer_state
 from minikafka.storage.producer_state import ProducerStateManager
@@ -44,6 +45,8 @@ class LoadedLog:
     recovery_point: int
     #: a segment file was created: the directory entry is not yet durable
     dir_needs_sync: bool
+    #: the leader epochs of the log (leader-epoch-checkpoint), trimmed to the offsets loaded
+    epochs: LeaderEpochCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,9 @@ def load(directory: Path, name: str, settings: LogSettings, *, clean: bool, chec
     ps = ProducerStateManager(directory, producer_expiration_ms, now_ms, max_entries=producer_max_entries)
     _load_producer_state(d, ps, segments, log_start, log_end, now_ms,
                          frozenset(recovered.intersection(g.base_offset for g in segments)))
+    epochs = LeaderEpochCache.load(directory)
+    epochs.truncate_from_end(log_end)  # epochs of a tail that recovery cut off
+    epochs.truncate_from_start(log_start)
     return LoadedLog(
         segments=tuple(segments),
         producer_state=ps,
@@ -96,6 +102,7 @@ def load(directory: Path, name: str, settings: LogSettings, *, clean: bool, chec
         log_end_offset=log_end,
         recovery_point=log_end if clean else min(checkpoint_recovery, log_end),
         dir_needs_sync=dir_needs_sync,
+        epochs=epochs,
     )
 
 

@@ -276,8 +276,8 @@ class LogManager:
                     log.warning("%s: partition.metadata has topic id %s, the catalogue %s: rewriting it",
                                 directory.name, stored, info.topic_id)
                 ckpt.write_partition_metadata(directory, info.topic_id)
-            if not (directory / "leader-epoch-checkpoint").exists():
-                ckpt.write_leader_epoch_checkpoint(directory)
+            if not plog.epochs.entries:  # a new log's leader leads from its start (a cluster's may move on)
+                plog.epochs.assign(plog.leader_epoch, plog.log_start_offset)
         except Exception as e:  # one bad partition must not stop the broker
             log.exception("%s-%d: cannot open the partition: it stays offline", info.name, partition)
             self.offline[key] = str(e)
@@ -340,10 +340,11 @@ class LogManager:
             shutil.rmtree(directory)
         directory.mkdir(parents=True)
         ckpt.write_partition_metadata(directory, info.topic_id)
-        ckpt.write_leader_epoch_checkpoint(directory)
         plog = PartitionLog.open(
             info.name, partition, directory, self._config_for(info), clean=True, **self._producer_settings(),
         )
+        # Not fsynced (creating thousands of partitions must not cost seconds): loading writes it again.
+        plog.epochs.assign(plog.leader_epoch, 0, durable=False)
         self._opened(plog)
         self._logs[(info.name, partition)] = plog
         return plog

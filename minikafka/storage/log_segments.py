@@ -109,6 +109,19 @@ class LogSegments(Sequence[LogSegment]):
             return list(self._list)
         return self._list[bisect.bisect_right(self._bases, offset):]
 
+    def cut_files(self, doomed: Sequence[LogSegment], offset: int, now_ms: int, *, afresh: bool) -> LogSegment:
+        """The files' side of a truncation to ``offset`` the list already shows: the removed
+        segments deleted and, unless the log started afresh, the active one cut at ``offset``
+        (its indexes open for appends again if it was not active before). Returns the active one."""
+        for seg in doomed:
+            seg.delete()
+        active = self.active
+        if not afresh:
+            active.truncate_to(offset, now_ms)
+            if doomed:
+                active.make_active(rewrite_indexes=True)
+        return active
+
     def reset(self, segments: Iterable[LogSegment]) -> list[LogSegment]:
         """Replace the whole list; returns the segments it held."""
         old = self._list
