@@ -86,6 +86,16 @@ def _flag(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _brokers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of brokers from 1 to 16, got {text!r}") from None
+    if not 1 <= value <= 16:
+        raise argparse.ArgumentTypeError(f"expected a number of brokers from 1 to 16, got {text!r}")
+    return value
+
+
 #: ``serve`` options: flag, environment variable (listed in config.VARIABLES), default, type, help. A
 #: flag left out falls back to its variable, then to the default (a variable set to "" counts as unset).
 _SERVE_OPTIONS: list[tuple[str, str, Any, Callable[[str], Any], str]] = [
@@ -105,6 +115,9 @@ _SERVE_OPTIONS: list[tuple[str, str, Any, Callable[[str], Any], str]] = [
     ("--admin-port", "MINIKAFKA_ADMIN_PORT", None, _port,
      "serve the HTTP admin endpoint (faults, lifecycle, /metrics) on this port; 0 picks one (unset: no endpoint)"),
     ("--admin-host", "MINIKAFKA_ADMIN_HOST", None, str, "address of the admin endpoint (unset: --host)"),
+    ("--brokers", "MINIKAFKA_BROKERS", 1, _brokers,
+     "run a cluster of this many brokers in one process (node ids 1..N, ports --port, --port+1, ...; "
+     "data in <data-dir>/node-<id>; docs/cluster.md)"),
     ("--address-file", "MINIKAFKA_ADDRESS_FILE", None, str,
      "once listening, write each listener's HOST:PORT to this file, which `minikafka ping` reads "
      "(a container's health check); removed on a clean stop"),
@@ -321,6 +334,19 @@ def serve(args: argparse.Namespace) -> int:
     fault_specs = _load_faults(args.faults, sources.get("faults", "--faults"))
     wants_control = args.admin_port is not None or bool(fault_specs)
 
+    if args.brokers > 1:
+        if wants_control or args.address_file or str(config.get("listeners")).strip():
+            _fail(ConfigError.exit_code, f"--brokers {args.brokers}: not yet with --admin-port, --faults, "
+                                         "--address-file or listeners (docs/cluster.md)")
+        loop = new_event_loop()
+        try:
+            loop.run_until_complete(_serve_cluster(config, args.brokers))
+        except StartupError as exc:
+            _fail(exc.exit_code, _for_the_command_line(exc, args))
+        finally:
+            loop.close()
+        return 0
+
     async def main() -> None:
         broker = Broker(config)
         stop = asyncio.Event()
@@ -368,6 +394,24 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         loop.close()
     return 0
+
+
+async def _serve_cluster(config: BrokerConfig, brokers: int) -> None:
+    """``serve --brokers N``: the cluster until SIGINT or SIGTERM, then every broker stops cleanly."""
+    import asyncio
+    import signal
+
+    from minikafka.broker.cluster.cluster import Cluster
+
+    cluster = Cluster(config, brokers)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await cluster.start()
+    _write_line(sys.stdout, f"minikafka listening on {cluster.bootstrap}")
+    await stop.wait()
+    await cluster.stop()
 
 
 def _write_address_file(path: str, broker: Broker) -> None:

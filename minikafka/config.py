@@ -110,6 +110,18 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.cleaner.min.compaction.lag.ms": (int, 0),
     "log.cleaner.max.compaction.lag.ms": (int, LONG_MAX),
     "log.cleaner.min.cleanable.ratio": (float, 0.5),
+    # Replication between the brokers of a cluster (minikafka.broker.cluster), Kafka's names and defaults.
+    "replica.lag.time.max.ms": (int, 30000),
+    "replica.fetch.wait.max.ms": (int, 500),
+    "replica.fetch.backoff.ms": (int, 1000),
+    "replica.fetch.max.bytes": (int, 1048576),
+    "replica.fetch.response.max.bytes": (int, 10485760),
+    "auto.leader.rebalance.enable": (bool, True),
+    "leader.imbalance.check.interval.seconds": (int, 300),
+    "offsets.topic.replication.factor": (int, 3),
+    "transaction.state.log.replication.factor": (int, 3),
+    "transaction.state.log.min.isr": (int, 2),
+    "broker.rack": (str, ""),
 }
 
 #: Smallest value of an integer broker setting where it is not 0 (-1 means "unlimited" where allowed);
@@ -279,6 +291,7 @@ VARIABLES: dict[str, str] = {
     "MINIKAFKA_ADDRESS_FILE": "serve --address-file; where ping finds the broker (the image's health check); "
                               "set by the Docker image",
     "MINIKAFKA_FSYNC": "serve --fsync",
+    "MINIKAFKA_BROKERS": "serve --brokers",
     "MINIKAFKA_EAGER_IMPORTS": "serve: import the codec packages at start (bench/startup.py's baseline)",
     "MINIKAFKA_BASE_IMAGE": "tests/container/build_image.sh and tests/test_docker.py: the image's base",
     "MINIKAFKA_IMAGE": "tests/container/build_image.sh: the tag of the image it builds",
@@ -323,6 +336,8 @@ class BrokerConfig:
     advertised_port: int | None = None
     fsync: bool = False
     settings: dict[str, Any] = field(default_factory=dict)
+    #: set for a broker of a cluster: the cluster's id, which its data dir must carry
+    cluster_id: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("port", "advertised_port"):

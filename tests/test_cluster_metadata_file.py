@@ -29,6 +29,7 @@ def test_a_restarted_controller_has_the_same_topics_and_epochs_and_every_broker_
     assert store.load_into(restored)
     assert restored.topics == controller.topics
     assert restored.partitions == controller.partitions
+    assert restored.cluster_id == controller.cluster_id
     assert all(b.state is BrokerState.FENCED for b in restored.brokers.values())
 
 
@@ -39,8 +40,8 @@ def test_a_new_cluster_has_no_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("content", "fragment"), [
     (b"{not json", "not a minikafka cluster metadata file"),
     (b'{"version": 9, "topics": []}', "unknown version 9"),
-    (b'{"version": 1, "topics": [{"name": "t"}]}', "not a minikafka cluster metadata file"),
-    (b'{"version": 1, "topics": [{"name": "t", "id": "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "partitions": '
+    (b'{"version": 1, "cluster_id": "x", "topics": [{"name": "t"}]}', "not a minikafka cluster metadata file"),
+    (b'{"version": 1, "cluster_id": "x", "topics": [{"name": "t", "id": "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "partitions": '
      b'[{"replicas": [1, 7], "isr": [1], "leader": 1, "leader_epoch": 0, "partition_epoch": 0}]}]}',
      "t-0 has replicas on brokers [7]"),
 ])

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from minikafka.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
+    from minikafka.broker.cluster.cluster import ClusterLink
+    from minikafka.broker.cluster.replica_manager import ReplicaManager
     from minikafka.broker.connection import Connection
     from minikafka.broker.dispatch import ApiSpec
     from minikafka.broker.fetch_waiters import FetchWaiters
@@ -47,6 +49,10 @@ class BrokerServices:
     running: Callable[[], bool]
     #: host and port of the first listener, for a connection that came in on none
     advertised_address: tuple[str, int]
+    #: a cluster broker's replicas (leaders, followers, high watermarks); None on a single broker
+    replicas: ReplicaManager | None = None
+    #: a cluster broker's controller and peers; None on a single broker
+    cluster: ClusterLink | None = None
 
 
 @dataclass(slots=True)

@@ -39,6 +39,8 @@ from minikafka.storage.log_manager import LogManager
 from minikafka.storage.producer_ids import ProducerIdAllocator
 
 if TYPE_CHECKING:
+    from minikafka.broker.cluster.cluster import ClusterLink
+    from minikafka.broker.cluster.replica_manager import ReplicaManager
     from minikafka.broker.sasl import UserStore
     from minikafka.storage.cleaner import CleanResult
 
@@ -48,8 +50,12 @@ FLUSH_CHECK_SECONDS = 1.0
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig | None = None, **kwargs: Any) -> None:
+    def __init__(self, config: BrokerConfig | None = None, *, cluster: ClusterLink | None = None,
+                 **kwargs: Any) -> None:
         self.config = config if config is not None else BrokerConfig(**kwargs)
+        #: set for a broker of a cluster (minikafka.broker.cluster): its controller and peers
+        self.cluster = cluster
+        self.replicas: ReplicaManager | None = None  # a cluster broker's replicas: created in start()
         self.node_id = self.config.node_id
         self.metrics = Metrics()
         self.api_table: dict[int, ApiSpec] = build_api_table()
@@ -143,12 +149,16 @@ class Broker:
         self.logs.check_usable()
         await self.listeners.open(self._on_connect)
         self.logs.load()
+        if self.cluster is not None:
+            self.replicas = self._replica_manager(self.cluster, self.logs)
         self.producer_ids = ProducerIdAllocator(self.data_dir)
         # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
         offset_stores = OffsetStore.factory(self.logs, self.config, "offsets.topic.segment.bytes", self.clock,
                                             self.flusher)
         self.groups = GroupCoordinator(self.config, offset_stores, lambda: self.clock())
-        await self.groups.start()
+        coordinates = self.cluster is None or self.cluster.coordinator_node() == self.node_id
+        if coordinates:  # in a cluster, one broker coordinates every group and transactional id
+            await self.groups.start()
         # --- transactions: coordinator state (loads __transaction_state, finishes Prepare* ones); its
         # markers on __consumer_offsets decide the transactional offsets of the group coordinator ---
         txn_state_logs = TxnStateLog.factory(self.logs, self.config, "transaction.state.log.segment.bytes",
@@ -156,12 +166,16 @@ class Broker:
         self.transactions = TransactionCoordinator(
             self.config, txn_state_logs, self.logs, lambda: self.clock(), self.producer_ids, self.flusher,
             on_offsets_marker=self.groups.offsets.complete_transaction)
-        await self.transactions.start()
+        if coordinates:
+            await self.transactions.start()
         self.services = BrokerServices(
             config=self.config, node_id=self.node_id, storage=self.logs, groups=self.groups,
             transactions=self.transactions, producer_ids=self.producer_ids, clock=lambda: self.clock(),
             metrics=self.metrics, flusher=self.flusher, fetch_waiters=self.fetch_waiters, api_table=self.api_table,
-            running=lambda: self.started, advertised_address=self.advertised_address())
+            running=lambda: self.started, advertised_address=self.advertised_address(), replicas=self.replicas,
+            cluster=self.cluster)
+        if self.replicas is not None:
+            self.replicas.start()
         self.metrics.recovery_seconds = time.perf_counter() - started
         self.listeners.start_accepting()
         self.port = self.listeners.primary.port
@@ -193,6 +207,14 @@ class Broker:
         )
         if len(self.listeners.listeners) > 1 or self.listeners.primary.security_protocol != "PLAINTEXT":
             log.info("listeners: %s", self.listeners.describe())
+
+    def _replica_manager(self, cluster: ClusterLink, logs: LogManager) -> ReplicaManager:
+        from minikafka.broker.cluster.fetcher import Fetchers
+        from minikafka.broker.cluster.replica_manager import ReplicaManager
+
+        fetchers = Fetchers(self.node_id, logs, self.config, cluster.address_of)
+        return ReplicaManager(self.node_id, cluster.controller, logs, self.config, lambda: self.clock(), fetchers,
+                              self.fetch_waiters.notify)
 
     def _wire_log(self, partition_log: PartitionLog) -> None:
         """Every partition log the LogManager opens wakes waiting fetches on append and counts the
@@ -237,6 +259,8 @@ class Broker:
                 task.cancel()
         if self.listeners is not None:
             await self.listeners.wait_closed()
+        if self.replicas is not None:
+            await self.replicas.stop()
         if self.logs is not None:
             if clean:
                 await self.flusher.drain()

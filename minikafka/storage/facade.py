@@ -33,6 +33,7 @@ class PartitionStorage(Protocol):
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
+    replicated: bool  # in a cluster: reads by consumers stop at the high watermark
 
     @property
     def name(self) -> str: ...

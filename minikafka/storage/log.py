@@ -281,6 +281,7 @@ class PartitionLog:
             raise ValueError(f"cannot truncate {self.name} to the negative offset {offset}")
         now = self._append_time(None)
         if offset >= self.log_end_offset:
+            self.epochs.truncate_from_end(offset)  # an empty leadership's entry at the log end goes
             return False
         log.info("%s: truncating to offset %d (log end %d)", self.name, offset, self.log_end_offset)
         s = self._settings

@@ -73,6 +73,11 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, Any] = field(default_factory=dict)  # overrides only, as given
+    #: the partitions with a replica in this data dir; None for all (a single broker)
+    hosted: list[int] | None = None
+
+    def hosts(self, partition: int) -> bool:
+        return partition < self.partitions and (self.hosted is None or partition in self.hosted)
 
 
 class LogManager:
@@ -140,7 +145,7 @@ class LogManager:
         self._topics = self._load_catalogue()
         self._remove_stray_dirs()
         for info in self._topics.values():
-            for partition in range(info.partitions):
+            for partition in filter(info.hosts, range(info.partitions)):
                 key = (info.name, partition)
                 self._open_partition(info, partition, log_starts.get(key, 0),
                                      recovery_points.get(key, 0), self.clean_start)
@@ -182,8 +187,12 @@ class LogManager:
             if props:
                 log.warning("%s has no valid cluster.id: generating one", path)
             cluster_id = ""
+        wanted = self.broker_config.cluster_id  # a cluster's brokers share the controller's
+        if wanted and cluster_id and cluster_id != wanted:
+            raise DataDirError(f"{path} belongs to cluster {cluster_id}, but this broker joins cluster {wanted}; "
+                               "use another data dir")
         if not cluster_id or props.get("version") != "1" or props.get("node.id") != str(node_id):
-            cluster_id = cluster_id or ckpt.uuid_to_base64(ckpt.random_kafka_uuid())
+            cluster_id = cluster_id or wanted or ckpt.uuid_to_base64(ckpt.random_kafka_uuid())
             ckpt.write_meta_properties(path, cluster_id, node_id)
             log.info("wrote %s (cluster.id=%s, node.id=%d)", path, cluster_id, node_id)
         self.cluster_id = cluster_id
@@ -195,8 +204,10 @@ class LogManager:
             topics: dict[str, TopicInfo] = {}
             for item in data["topics"]:
                 check_topic_name(item["name"])
+                hosted = item.get("hosted")
                 topics[item["name"]] = TopicInfo(item["name"], uuid.UUID(item["topic_id"]),
-                                                 int(item["partitions"]), dict(item.get("configs", {})))
+                                                 int(item["partitions"]), dict(item.get("configs", {})),
+                                                 None if hosted is None else [int(p) for p in hosted])
             return topics
         except FileNotFoundError:
             pass
@@ -224,7 +235,8 @@ class LogManager:
     def _write_catalogue(self, topics: dict[str, TopicInfo] | None = None) -> None:
         topics = self._topics if topics is None else topics
         data = {"version": 1, "topics": [
-            {"name": t.name, "topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+            {"name": t.name, "topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs,
+             **({} if t.hosted is None else {"hosted": t.hosted})}
             for t in sorted(topics.values(), key=lambda t: t.name)
         ]}
         atomic_write(self.data_dir / CATALOGUE, json.dumps(data, indent=1).encode())
@@ -236,7 +248,7 @@ class LogManager:
             m = PARTITION_DIR.match(child.name)
             stray = _DELETE_DIR.match(child.name) or (
                 m is not None and (m["topic"] not in self._topics
-                                   or int(m["partition"]) >= self._topics[m["topic"]].partitions))
+                                   or not self._topics[m["topic"]].hosts(int(m["partition"]))))
             if stray:
                 log.warning("removing %s: not a partition of any topic in the catalogue", child)
                 shutil.rmtree(child, ignore_errors=True)
@@ -304,9 +316,11 @@ class LogManager:
 
     # ------------------------------------------------------------------ changes
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicInfo:
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str], *,
+                     topic_id: uuid.UUID | None = None, hosted: list[int] | None = None) -> TopicInfo:
         """Create a topic; ``ValueError`` for an illegal name or bad configs (INVALID_CONFIG),
-        ``KafkaError`` TOPIC_ALREADY_EXISTS / INVALID_PARTITIONS."""
+        ``KafkaError`` TOPIC_ALREADY_EXISTS / INVALID_PARTITIONS. In a cluster the controller names
+        the topic id and which partitions have a replica here (``hosted``)."""
         check_topic_name(name)
         configs = dict(configs or {})
         parse_topic_configs(configs)
@@ -314,10 +328,11 @@ class LogManager:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if not isinstance(partitions, int) or partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"invalid partition count {partitions}")
-        info = TopicInfo(name, ckpt.random_kafka_uuid(), partitions, configs)
+        info = TopicInfo(name, topic_id or ckpt.random_kafka_uuid(), partitions, configs,
+                         None if hosted is None else sorted(hosted))
         created: list[PartitionLog] = []
         try:
-            for partition in range(partitions):
+            for partition in (range(partitions) if hosted is None else info.hosted or []):
                 plog = self._create_partition(info, partition)
                 created.append(plog)
             self._topics[name] = info
@@ -371,7 +386,9 @@ class LogManager:
             shutil.rmtree(path, ignore_errors=True)
         log.info("deleted topic %s", name)
 
-    def add_partitions(self, name: str, new_total: int) -> None:
+    def add_partitions(self, name: str, new_total: int, hosted: list[int] | None = None) -> None:
+        """Grow a topic to ``new_total`` partitions; in a cluster ``hosted`` names the new ones with a
+        replica here."""
         info = self._topics.get(name)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
@@ -379,9 +396,12 @@ class LogManager:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"topic {name} has {info.partitions} partitions; cannot go to {new_total}")
         old_total = info.partitions
-        for partition in range(old_total, new_total):
-            self._create_partition(info, partition)
         info.partitions = new_total
+        added = range(old_total, new_total) if info.hosted is None else sorted(hosted or [])
+        if info.hosted is not None:
+            info.hosted = sorted({*info.hosted, *added})
+        for partition in added:
+            self._create_partition(info, partition)
         self._write_catalogue()
         log.info("topic %s: partitions %d -> %d", name, old_total, new_total)
 

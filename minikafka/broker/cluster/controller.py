@@ -18,7 +18,7 @@ import enum
 import random
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from minikafka.broker.cluster.partition_state import (
     NO_LEADER,
@@ -30,6 +30,7 @@ from minikafka.broker.cluster.partition_state import (
 )
 from minikafka.broker.cluster.placement import PlacementError, check_assignment, place
 from minikafka.errors import ErrorCode
+from minikafka.storage.checkpoints import random_kafka_uuid, uuid_to_base64
 from minikafka.storage.disk_format import TopicPartition
 
 
@@ -55,6 +56,7 @@ class TopicRecord:
     name: str
     topic_id: uuid.UUID
     partitions: int
+    configs: dict[str, str] = field(default_factory=dict)  # the overrides it was created with
 
 
 class Controller:
@@ -63,9 +65,11 @@ class Controller:
     def __init__(self, brokers: Iterable[tuple[int, str | None]], *,
                  unclean_allowed: Callable[[str], bool] = lambda topic: False,
                  on_change: Callable[[PartitionChange], None] | None = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, cluster_id: str | None = None) -> None:
         """``brokers``: (node id, rack) of every broker, all fenced until they register
         (:meth:`unfence`); ``unclean_allowed(topic)``: the topic's ``unclean.leader.election.enable``."""
+        #: every broker's meta.properties carries it; Metadata and DescribeCluster answer it
+        self.cluster_id = cluster_id or uuid_to_base64(random_kafka_uuid())
         self.brokers: dict[int, BrokerRegistration] = {
             node: BrokerRegistration(node, rack, BrokerState.FENCED) for node, rack in brokers}
         self.topics: dict[str, TopicRecord] = {}
@@ -131,12 +135,13 @@ class Controller:
 
     # ----------------------------------------------------------------- topics
     def create_topic(self, name: str, partitions: int, replication_factor: int,
-                     assignments: Sequence[Sequence[int]] | None = None) -> list[PartitionChange]:
+                     assignments: Sequence[Sequence[int]] | None = None,
+                     configs: dict[str, str] | None = None) -> list[PartitionChange]:
         """Place and register a new topic; raises :class:`PlacementError` with Kafka's code."""
         if name in self.topics:
             raise PlacementError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         placed = self._placement(0, partitions, replication_factor, assignments)
-        self.topics[name] = TopicRecord(name, uuid.uuid4(), len(placed))
+        self.topics[name] = TopicRecord(name, random_kafka_uuid(), len(placed), dict(configs or {}))
         return self._publish(self._register(name, 0, placed))
 
     def create_partitions(self, name: str, total: int,
@@ -155,7 +160,7 @@ class Controller:
                                  f"Attempted to add {added} additional partition(s), but only "
                                  f"{len(assignments)} assignment(s) were specified.")
         placed = self._placement(topic.partitions, added, rf, assignments)
-        self.topics[name] = TopicRecord(name, topic.topic_id, total)
+        self.topics[name] = TopicRecord(name, topic.topic_id, total, topic.configs)
         return self._publish(self._register(name, topic.partitions, placed))
 
     def delete_topic(self, name: str) -> None:

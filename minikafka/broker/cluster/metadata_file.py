@@ -31,10 +31,10 @@ def encode(controller: Controller) -> bytes:
     topics = []
     for topic in controller.topics.values():
         parts = [controller.partitions[(topic.name, p)] for p in range(topic.partitions)]
-        topics.append({"name": topic.name, "id": str(topic.topic_id), "partitions": [
+        topics.append({"name": topic.name, "id": str(topic.topic_id), "configs": topic.configs, "partitions": [
             {"replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader, "leader_epoch": p.leader_epoch,
              "partition_epoch": p.partition_epoch} for p in parts]})
-    return json.dumps({"version": _VERSION, "topics": topics}, indent=1).encode()
+    return json.dumps({"version": _VERSION, "cluster_id": controller.cluster_id, "topics": topics}, indent=1).encode()
 
 
 def restore(controller: Controller, data: bytes, where: str = METADATA_FILE) -> None:
@@ -43,9 +43,11 @@ def restore(controller: Controller, data: bytes, where: str = METADATA_FILE) -> 
         doc = json.loads(data)
         if doc.get("version") != _VERSION:
             raise MetadataFileError(f"{where}: unknown version {doc.get('version')!r}")
+        controller.cluster_id = str(doc["cluster_id"])
         for t in doc["topics"]:
             parts = [_partition(p) for p in t["partitions"]]
-            controller.topics[t["name"]] = TopicRecord(t["name"], uuid.UUID(t["id"]), len(parts))
+            controller.topics[t["name"]] = TopicRecord(t["name"], uuid.UUID(t["id"]), len(parts),
+                                                       {str(k): str(v) for k, v in t.get("configs", {}).items()})
             for i, part in enumerate(parts):
                 unknown = [r for r in part.replicas if r not in controller.brokers]
                 if unknown:

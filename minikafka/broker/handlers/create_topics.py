@@ -7,6 +7,7 @@ from typing import Any
 
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
+from minikafka.broker.cluster import answers
 from minikafka.broker.context import RequestContext
 from minikafka.broker.topics import collides, topic_name_error
 from minikafka.config import parse_topic_configs
@@ -25,13 +26,16 @@ def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, d
     reason = topic_name_error(name)
     if reason:
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-    existing = ctx.services.storage.topics()
+    link = services.cluster
+    existing = ctx.services.storage.topics() if link is None else link.controller.topics
     if name in existing:
         raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     other = collides(name, existing)
     if other:
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {name!r} collides with existing topic {other!r}")
-    if topic.assignments:
+    if topic.assignments and link is not None:  # checked by the controller's placement
+        partitions, replication = len(topic.assignments), len(topic.assignments[0].broker_ids)
+    elif topic.assignments:
         partitions = len(topic.assignments)
         for a in topic.assignments:
             if list(a.broker_ids) != [services.node_id]:
@@ -51,7 +55,7 @@ def _check(ctx: RequestContext, topic: Any, seen: set[str]) -> tuple[int, int, d
                          f"{partitions} partitions exceed {LIMIT_SETTING}={services.config.get(LIMIT_SETTING)}")
     if replication <= 0:
         raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be larger than 0")
-    if replication > 1:
+    if replication > 1 and link is None:
         raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          f"replication factor: {replication} larger than available brokers: 1")
     configs = {c.name: c.value for c in topic.configs}
@@ -77,7 +81,14 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"topic {topic.name} appears more than once")
             partitions, replication, configs = _check(ctx, topic, seen)
             seen.add(topic.name)
-            if not request.validate_only:
+            link = services.cluster
+            if link is not None:  # a cluster: the controller places the replicas, each broker creates its own
+                assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
+                answers.create_topic(link, topic.name, partitions, replication, assignments, configs,
+                                     request.validate_only)
+                if version >= 7 and not request.validate_only:
+                    fields["topic_id"] = link.controller.topics[topic.name].topic_id
+            elif not request.validate_only:
                 info = ctx.services.storage.create_topic(topic.name, partitions, configs)
                 log.info("created topic %s with %d partition(s) %s", topic.name, partitions, configs or "")
                 if version >= 7:

@@ -10,6 +10,7 @@ from typing import Any
 
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
+from minikafka.broker.cluster import answers
 from minikafka.broker.context import RequestContext
 from minikafka.errors import ErrorCode
 
@@ -34,7 +35,17 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     Response = FindCoordinatorResponse[version]
     key_type = request.key_type if version >= 1 else GROUP
 
+    link = services.cluster
+
     def answer(key: str | None) -> tuple[int, str | None, int, str, int]:
+        if link is not None and link.coordinator_node() != services.node_id:
+            # a cluster: one broker coordinates every key (docs/cluster.md); it must be up
+            where = answers.coordinator(link)
+            if key_type not in (GROUP, TRANSACTION):
+                return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+            if where is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator's broker is down", -1, "", -1
+            return ErrorCode.NONE, None, *where
         error, message = _lookup(ctx, key_type, key)
         node, host, port = (services.node_id, *ctx.advertised_address) if not error else (-1, "", -1)
         return error, message, node, host, port

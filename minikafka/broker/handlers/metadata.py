@@ -11,9 +11,11 @@ import uuid
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from minikafka.broker.cluster import answers
+from minikafka.broker.cluster.cluster import ClusterLink
 from minikafka.broker.context import RequestContext
 from minikafka.broker.topics import collides, is_internal, topic_name_error
-from minikafka.errors import ErrorCode
+from minikafka.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
@@ -30,6 +32,8 @@ def auto_create(ctx: RequestContext, name: str) -> ErrorCode:
 
 
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    if ctx.services.cluster is not None:
+        return _cluster_metadata(ctx, request, ctx.services.cluster)
     version = ctx.api_version
     services = ctx.services
     logs = services.storage
@@ -86,5 +90,60 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                                                  port=ctx.advertised_address[1], rack=None)],
         cluster_id=logs.cluster_id,
         controller_id=services.node_id,
+        topics=out,
+    )
+
+
+def _cluster_metadata(ctx: RequestContext, request: MetadataRequest, link: ClusterLink) -> MetadataResponse:
+    """A cluster broker's answer, from the controller: every listed broker, a controller chosen
+    anew for each answer (KIP-590), and per partition its leader, epoch, replicas, ISR and the
+    replicas on brokers that are down."""
+    version = ctx.api_version
+    services = ctx.services
+    Response = MetadataResponse[version]
+    Topic = Response.MetadataResponseTopic
+    Partition = Topic.MetadataResponsePartition
+    controller = link.controller
+    if request.topics is None or (version == 0 and not request.topics):
+        wanted: list[str | None] = [name for name in sorted(controller.topics)]
+    else:
+        by_id = {record.topic_id: name for name, record in controller.topics.items()}
+        wanted = [t.name if t.name is not None else by_id.get(getattr(t, "topic_id", None) or ZERO_UUID)
+                  for t in request.topics]
+    allow_auto = version < 4 or bool(request.allow_auto_topic_creation)
+    out = []
+    for name in wanted:
+        if name is None:
+            out.append(Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=ZERO_UUID,
+                             is_internal=False, partitions=[]))
+            continue
+        if name not in controller.topics:
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if topic_name_error(name):
+                error = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif allow_auto and services.config.get("auto.create.topics.enable") and not is_internal(name):
+                try:
+                    answers.create_topic(link, name, services.config.get("num.partitions"),
+                                         services.config.get("default.replication.factor"), None, {}, False)
+                    log.info("auto-created topic %s", name)
+                    error = ErrorCode.NONE
+                except KafkaError as exc:
+                    error = exc.code
+            if error != ErrorCode.NONE:
+                out.append(Topic(error_code=error, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[]))
+                continue
+        partitions = [
+            Partition(error_code=p.error, partition_index=p.partition, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                      replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=p.offline)
+            for p in answers.partitions(link, name)
+        ]
+        out.append(Topic(error_code=0, name=name, topic_id=controller.topics[name].topic_id,
+                         is_internal=is_internal(name), partitions=partitions))
+    return Response(
+        throttle_time_ms=0,
+        brokers=[Response.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                 for b in answers.brokers(link)],
+        cluster_id=services.storage.cluster_id,
+        controller_id=controller.controller_id(),
         topics=out,
     )

@@ -8,6 +8,7 @@ partition log's (:meth:`PartitionLog.append_from_client`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -110,12 +111,15 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     # producer id and epoch (ReplicaManager.handleProduceAppend)
     mixed_producers = len(txn_producers) > 1
     metrics = services.metrics
+    replicas = services.replicas
     appended: list[Any] = []
+    #: acks=all writes of a cluster: (topic index, partition index, partition, offset the high watermark must reach)
+    awaiting: list[tuple[int, int, Any, int]] = []
     failed = False
-    topics_out = []
+    topics_out: list[tuple[str, list[Any]]] = []
     for topic in request.topic_data:
         name = topic.name
-        parts_out = []
+        parts_out: list[Any] = []
         for part in topic.partition_data:
             error = ErrorCode.NONE
             message: str | None = None
@@ -131,6 +135,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                 if mixed_producers:
                     raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
                                      "transactional batches of more than one producer in one request")
+                if replicas is not None:  # a cluster: only the leader appends
+                    not_leader = replicas.leader_error(name, part.index)
+                    if not_leader != ErrorCode.NONE:
+                        partition_log = None
+                        raise KafkaError(not_leader)
                 if partition_log is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 if version >= 3:
@@ -141,7 +150,11 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not -1, 0 or 1")
                 if is_internal(name) and ctx.client_id != "__admin_client":
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {name}")
-                if acks == -1:
+                if acks == -1 and replicas is not None:
+                    if replicas.below_min_isr(name, part.index):
+                        raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the in-sync replica set is smaller than "
+                                         f"min.insync.replicas ({partition_log.config.get('min.insync.replicas')})")
+                elif acks == -1:
                     # the topic's setting, else the broker's (a topic's config holds both)
                     min_isr = int(partition_log.config.get("min.insync.replicas", 1))
                     if min_isr > 1:
@@ -160,6 +173,10 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     appended.append(partition_log)
                     metrics.batches_appended += 1
                     metrics.records_appended += result.last_offset - result.base_offset + 1
+                if replicas is not None:
+                    replicas.appended(name, part.index)
+                    if acks == -1:
+                        awaiting.append((len(topics_out), len(parts_out), part.index, result.last_offset + 1))
             except _NothingToAppend:
                 log_start = partition_log.log_start_offset if partition_log is not None else -1
             except KafkaError as exc:
@@ -181,4 +198,21 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         if failed:
             raise CloseConnection("acks=0 produce failed on some partition")
         return None
+    if awaiting and replicas is not None:
+        await _await_replicas(replicas, version, topics_out, awaiting, request.timeout_ms / 1000)
     return produce_response(version, topics_out)
+
+
+async def _await_replicas(replicas: Any, version: int, topics_out: list[tuple[str, list[Any]]],
+                          awaiting: list[tuple[int, int, Any, int]], timeout_s: float) -> None:
+    """acks=all in a cluster: answer each partition once the high watermark covers its write, or
+    with REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND or NOT_LEADER_OR_FOLLOWER (Kafka's
+    ``DelayedProduce``); a failed wait keeps the offsets the append was given."""
+    codes = await asyncio.gather(*(replicas.wait_for_high_watermark(topics_out[t][0], partition, required, timeout_s)
+                                   for t, _p, partition, required in awaiting))
+    for (t, p, partition, _required), code in zip(awaiting, codes, strict=True):
+        if code != ErrorCode.NONE:
+            old = topics_out[t][1][p]
+            topics_out[t][1][p] = produce_partition_response(
+                version, partition, code, old.base_offset, old.log_append_time_ms,
+                getattr(old, "log_start_offset", -1), None, [])

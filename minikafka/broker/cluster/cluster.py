@@ -1,0 +1,152 @@
+"""N brokers in one process that replicate and fail over: ``minikafka serve --brokers N``.
+
+Each broker is a whole :class:`~minikafka.broker.server.Broker` with its own listener (``--port``,
+``--port``+1, ...; free ports with ``--port 0``) and its own data dir ``<data-dir>/node-<id>``
+holding Kafka-format replicas of the partitions it hosts. They share one
+:class:`~minikafka.broker.cluster.controller.Controller` (in the process: no KRaft quorum between
+brokers), whose records are kept in ``<data-dir>/cluster-metadata.json``, and talk to each other
+only over the Kafka protocol on loopback. The test kit crashes, stops, restarts and isolates
+brokers through :meth:`Cluster.crash`, :meth:`Cluster.start_broker` and the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from minikafka.broker.cluster.controller import Controller, PartitionChange
+from minikafka.broker.cluster.metadata_file import MetadataFile, MetadataFileError
+from minikafka.broker.cluster.partition_state import BrokerState
+from minikafka.config import BrokerConfig, list_setting
+from minikafka.startup_errors import ConfigError, DataDirError
+from minikafka.storage.dir_lock import DataDirLock
+
+if TYPE_CHECKING:
+    from minikafka.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+MAX_BROKERS = 16
+
+
+class ClusterLink:
+    """What one broker of a cluster is given: the shared controller and where its peers listen."""
+
+    def __init__(self, cluster: Cluster, node_id: int) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+
+    @property
+    def controller(self) -> Controller:
+        return self.cluster.controller
+
+    def address_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where broker ``node_id`` listens, or None while it is down."""
+        broker = self.cluster.brokers.get(node_id)
+        if broker is None or not broker.started:
+            return None
+        return broker.advertised_address()
+
+    def coordinator_node(self) -> int:
+        """The broker that runs the group and transaction coordinators: the lowest node id. Their
+        internal topics are not replicated yet, so they do not move (docs/cluster.md)."""
+        return min(self.cluster.controller.brokers)
+
+
+class Cluster:
+    """The brokers of one cluster and their controller (see the module docstring)."""
+
+    def __init__(self, config: BrokerConfig, brokers: int) -> None:
+        if not 1 <= brokers <= MAX_BROKERS:
+            raise ConfigError(f"--brokers {brokers}: expected from 1 to {MAX_BROKERS}")
+        self.config = config
+        self.size = brokers
+        self.data_dir = Path(config.data_dir)
+        racks = list_setting(str(config.get("broker.rack")))
+        self.racks: dict[int, str | None] = {i: (racks[(i - 1) % len(racks)] if racks else None)
+                                             for i in range(1, brokers + 1)}
+        self.controller = Controller(list(self.racks.items()), unclean_allowed=self._unclean_allowed,
+                                     on_change=self._changed)
+        self.metadata = MetadataFile(self.data_dir)
+        self.brokers: dict[int, Broker] = {}
+        self._lock = DataDirLock(self.data_dir)
+
+    def node_config(self, node_id: int) -> BrokerConfig:
+        port = self.config.port + node_id - 1 if self.config.port else 0
+        if self.config.port and port > 65535:
+            raise ConfigError(f"--port {self.config.port}: broker {node_id} would listen on {port}")
+        settings = {k: v for k, v in self.config.settings.items() if k != "broker.rack"}
+        return dataclasses.replace(self.config, node_id=node_id, port=port, advertised_port=None,
+                                   data_dir=str(self.data_dir / f"node-{node_id}"), settings=settings,
+                                   cluster_id=self.controller.cluster_id)
+
+    # ----------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        try:
+            if not self.metadata.load_into(self.controller):
+                self.metadata.save(self.controller)  # a new cluster: its id from the first start on
+        except MetadataFileError as exc:
+            self._lock.release()
+            raise DataDirError(str(exc)) from exc
+        try:
+            for node_id in range(1, self.size + 1):
+                await self.start_broker(node_id)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        for node_id in sorted(self.brokers, reverse=True):
+            await self.stop_broker(node_id, controlled=False)
+        self._lock.release()
+
+    async def start_broker(self, node_id: int) -> Broker:
+        """Start broker ``node_id`` (again), recover its logs, and register it with the controller."""
+        from minikafka.broker.server import Broker
+
+        broker = self.brokers.get(node_id)
+        if broker is not None and broker.started:
+            return broker
+        broker = Broker(self.node_config(node_id), cluster=ClusterLink(self, node_id))
+        self.brokers[node_id] = broker
+        await broker.start()
+        self.controller.unfence(node_id)
+        log.info("cluster: broker %d is up", node_id)
+        return broker
+
+    async def crash(self, node_id: int) -> None:
+        """Stop broker ``node_id`` as a crash would; the controller fences it at once."""
+        broker = self.brokers[node_id]
+        await broker.stop(clean=False)
+        self.controller.fence(node_id)
+
+    async def stop_broker(self, node_id: int, controlled: bool = True) -> None:
+        """A clean stop; ``controlled`` moves its leadership away first (Kafka's controlled shutdown)."""
+        broker = self.brokers[node_id]
+        if controlled and broker.started:
+            self.controller.begin_controlled_shutdown(node_id)
+        await broker.stop(clean=True)
+        if self.controller.brokers[node_id].state is not BrokerState.FENCED:
+            self.controller.fence(node_id)
+
+    # ----------------------------------------------------------------- controller hooks
+    def _changed(self, change: PartitionChange) -> None:
+        self.metadata.save(self.controller)
+        for broker in self.brokers.values():
+            if broker.started and broker.replicas is not None:
+                broker.replicas.apply(change)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        overrides = self.controller.topics[topic].configs if topic in self.controller.topics else {}
+        value = overrides.get("unclean.leader.election.enable")
+        if value is None:
+            return bool(self.config.get("unclean.leader.election.enable"))
+        return str(value).lower() == "true"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in (b.advertised_address() for b in self.brokers.values() if b.started))
