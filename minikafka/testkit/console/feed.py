@@ -29,6 +29,8 @@ log = logging.getLogger("minikafka.admin")
 INTERVAL = 0.5
 #: seconds between two keep-alive comments when nothing changed
 KEEPALIVE = 15.0
+#: seconds between two checks that a quiet page is still connected
+GONE_CHECK = 1.0
 #: milliseconds the browser waits before reconnecting (the SSE ``retry`` field)
 RETRY_MS = 1000
 
@@ -71,21 +73,28 @@ class LiveFeed:
                                                "X-Accel-Buffering": "no"})
         await response.prepare(request)
         subscriber = _Subscriber()
-        subscriber.offer(f"retry: {RETRY_MS}\n\n".encode() + self._message(await self._encode()))
         self._subscribers.add(subscriber)
+        subscriber.offer(f"retry: {RETRY_MS}\n\n".encode() + self._message(await self._encode()))
         if self._ticker is None or self._ticker.done():
             self._ticker = asyncio.get_running_loop().create_task(self._tick())
+        loop = asyncio.get_running_loop()
+        written = loop.time()
         try:
             while not subscriber.closed:
                 try:
-                    await asyncio.wait_for(subscriber.ready.wait(), self.keepalive)
+                    await asyncio.wait_for(subscriber.ready.wait(), GONE_CHECK)
                 except TimeoutError:
-                    await response.write(b": keepalive\n\n")
+                    if request.transport is None or request.transport.is_closing():
+                        break  # the page went away: aiohttp does not cancel a handler for that
+                    if loop.time() - written >= self.keepalive:
+                        await response.write(b": keepalive\n\n")
+                        written = loop.time()
                     continue
                 subscriber.ready.clear()
                 message, subscriber.pending = subscriber.pending, None
                 if message:
                     await response.write(message)
+                    written = loop.time()
         except (ConnectionError, asyncio.CancelledError):
             pass  # the page closed (or the endpoint is stopping): nothing to answer
         finally:
@@ -118,7 +127,7 @@ class LiveFeed:
 
     async def _encode(self) -> bytes:
         """The snapshot as JSON; ``self._last`` keeps it without the parts that change every time
-        (the clock and the feed's own numbers), which is what "changed" compares."""
+        (the clock, the feed's cost), which is what "changed" compares."""
         started = time.perf_counter()
         try:
             body = await self.build()
@@ -131,7 +140,7 @@ class LiveFeed:
         core = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
         self.snapshots += 1
         self.build_ms = (time.perf_counter() - started) * 1000
-        self._last = core
+        self._last = core + b"%d" % len(self._subscribers)  # a page more or less is a change too
         # the body is a non-empty object: splice the tail in before its closing brace
         return core[:-1] + b"," + json.dumps(tail, separators=(",", ":")).encode()[1:]
 
