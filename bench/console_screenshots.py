@@ -39,7 +39,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="minikafka-console-") as tmp:
         served = start_serve(Path(tmp))
         try:
-            with chromium(1300, 900) as driver:
+            with chromium(1300, 2400) as driver:  # tall: every view in sight, none scrolled while shot
                 driver.get(served.admin + "/ui")
                 shown(driver, "#connection", "live")
                 http(served, "POST", "/topics", {"name": "orders", "partitions": 2})
@@ -67,7 +67,11 @@ def main() -> None:
                     if message is not None and message.error() is None:
                         read += 1
                 consumer.commit(asynchronous=False)
-                shown(driver, "#groups", "billing")
+                shown(driver, "#groups [data-offset]", "orders")
+                assert produce(served.bootstrap, "orders", [b"late-%d" % i for i in range(6)]) == []
+                latest = max(e["producer_id"] for p in http(served, "GET", "/partitions")[1]["partitions"]
+                             for e in p["producers"])
+                shown(driver, f"#producers tr[data-producer-id='{latest}']", "seq")  # the page has caught up
                 shown(driver, "#transactions", "open")
                 shown(driver, "#faults [data-rule-id='orders-not-leader'] .fired", "2")
                 for view in VIEWS:
