@@ -18,6 +18,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.browser_helpers import chromium, console_errors
 from tests.test_admin_http import Served, http, produce, start_serve, stop_serve
+from tests.test_console_json import plain_served  # noqa: F401  (the fixture "served")
 from tests.txn_clients import ConfluentTxn
 
 WAIT = 30  # seconds any one page condition may take (snapshots come every 0.5 s)
@@ -27,14 +28,6 @@ WAIT = 30  # seconds any one page condition may take (snapshots come every 0.5 s
 def browser() -> Iterator[WebDriver]:
     with chromium() as driver:
         yield driver
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    served = start_serve(tmp_path)
-    yield served
-    if served.process.poll() is None:
-        stop_serve(served)
 
 
 def open_console(browser: WebDriver, served: Served) -> None:

@@ -15,8 +15,9 @@ from confluent_kafka import Consumer
 from tests.test_admin_http import Served, http, produce, start_serve, stop_serve
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
+@pytest.fixture(name="served")
+def plain_served(tmp_path: Path) -> Iterator[Served]:
+    """``minikafka serve --admin-port 0`` with no fault rules, stopped after the test."""
     served = start_serve(tmp_path)
     yield served
     if served.process.poll() is None:
