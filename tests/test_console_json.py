@@ -37,7 +37,7 @@ class Events:
         """The next snapshot event's data (keep-alive comments and the retry field skipped)."""
         event, data = "", b""
         while True:
-            line = self.response.fp.readline()
+            line = self.response.readline()  # chunks decoded
             assert line, "the stream ended"
             if line.startswith(b"event: "):
                 event = line[7:].strip().decode()
@@ -155,3 +155,15 @@ def test_head_answers_the_consoles_routes_without_a_body(served: Served) -> None
             assert (response.status, response.read()) == (200, b""), path
         finally:
             connection.close()
+
+
+def test_sigterm_stops_serve_quickly_with_a_page_subscribed(served: Served) -> None:
+    events = Events(served)
+    try:
+        assert events.next()["status"]["running"] is True
+        seconds = stop_serve(served)
+        assert served.process.returncode == 0
+        assert seconds < 1.0, f"SIGTERM took {seconds:.2f} s with a page subscribed"
+        assert events.response.read() == b""  # the stream ended with the process
+    finally:
+        events.close()

@@ -2,9 +2,10 @@
 
 The cost stays off the broker's data path: nothing is built while no page is subscribed; while
 one is, a single task on the broker's loop builds the snapshot at most every ``interval``
-seconds, encodes it once and hands the same bytes to every subscriber, and sends nothing when
-it did not change (a comment line every ``keepalive`` seconds keeps proxies and the browser's
-connection check happy). A subscriber that cannot keep up only ever gets the newest snapshot:
+seconds (further apart when one takes long to build, so they never take more than
+:data:`MAX_SHARE` of the loop's time), encodes it once, hands the same bytes to every
+subscriber, and sends nothing when it did not change (a comment line every ``keepalive``
+seconds keeps proxies and the browser's connection check happy). A subscriber that cannot keep up only ever gets the newest snapshot:
 each one holds one pending message, replaced, never a queue that grows.
 
 The snapshot also says what it cost to build (``feed.build_ms``), so a busy broker's page shows
@@ -27,6 +28,8 @@ log = logging.getLogger("minikafka.admin")
 
 #: seconds between two snapshots while a page is subscribed
 INTERVAL = 0.5
+#: the most of the broker's loop time the snapshots may take (a slow build spaces them further)
+MAX_SHARE = 0.02
 #: seconds between two keep-alive comments when nothing changed
 KEEPALIVE = 15.0
 #: seconds between two checks that a quiet page is still connected
@@ -114,7 +117,8 @@ class LiveFeed:
     async def _tick(self) -> None:
         """While anyone is subscribed: a snapshot every ``interval``, sent when it changed."""
         while self._subscribers:
-            await asyncio.sleep(self.interval)
+            # a big broker's snapshot takes longer to build: space them so they stay under MAX_SHARE
+            await asyncio.sleep(max(self.interval, self.build_ms / 1000 / MAX_SHARE))
             if not self._subscribers:
                 break
             previous = self._last
