@@ -49,14 +49,12 @@ def free_port() -> int:
 def subscribed(admin: str, browser: bool) -> Iterator[None]:
     """A page subscribed to the feed for the duration (its first snapshot received first)."""
     if browser:
-        from selenium.webdriver.common.by import By
-        from selenium.webdriver.support.ui import WebDriverWait
-
+        from bench.console_screenshots import shown
         from tests.browser_helpers import chromium
 
         with chromium() as driver:
             driver.get(admin + "/ui")
-            WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "connection").text == "live")
+            shown(driver, "#connection", "live")
             yield
         return
     proc = subprocess.Popen([sys.executable, "-c", SUBSCRIBER, admin], stdout=subprocess.PIPE, text=True)

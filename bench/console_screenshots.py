@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from confluent_kafka import Consumer
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -27,7 +28,7 @@ VIEWS = ("controls", "partitions", "producers", "transactions", "groups", "fault
 
 def shown(driver: object, css: str, text: str = "") -> None:
     """Wait (bounded) until an element matching ``css`` shows ``text``."""
-    WebDriverWait(driver, 30).until(
+    WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(  # re-rendered: read again
         lambda d: any(text in e.text for e in d.find_elements(By.CSS_SELECTOR, css)))  # type: ignore[attr-defined]
 
 

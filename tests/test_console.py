@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.browser_helpers import chromium, console_errors
 from tests.test_admin_http import Served, http, produce, start_serve, stop_serve
-from tests.test_console_json import plain_served  # noqa: F401  (the fixture "served")
+from tests.test_console_json import partition, plain_served  # noqa: F401  (plain_served: the fixture "served")
 from tests.txn_clients import ConfluentTxn
 
 WAIT = 30  # seconds any one page condition may take (snapshots come every 0.5 s)
@@ -38,15 +39,26 @@ def open_console(browser: WebDriver, served: Served) -> None:
     browser.execute_script("window.notReloaded = true")
 
 
+def waiting(browser: WebDriver) -> WebDriverWait[WebDriver]:
+    """A bounded wait that reads again when the page re-rendered an element under it."""
+    return WebDriverWait(browser, WAIT, ignored_exceptions=(StaleElementReferenceException,))
+
+
 def shows(browser: WebDriver, css: str, text: str) -> None:
     """Wait until an element matching ``css`` contains ``text``."""
-    WebDriverWait(browser, WAIT).until(
-        lambda d: any(text in e.text for e in d.find_elements(By.CSS_SELECTOR, css)),
-        f"{css} never showed {text!r}")
+    waiting(browser).until(lambda d: any(text in e.text for e in d.find_elements(By.CSS_SELECTOR, css)),
+                           f"{css} never showed {text!r}")
 
 
 def not_reloaded(browser: WebDriver) -> bool:
     return browser.execute_script("return window.notReloaded === true") is True
+
+
+def partition_cell(browser: WebDriver, name: str, column: str) -> str:
+    """The text of one column of a partition's row in the partitions view."""
+    headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#partitions th")]
+    cells = browser.find_elements(By.CSS_SELECTOR, f"#partitions tr[data-partition='{name}'] td")
+    return cells[headers.index(column)].text if cells else ""
 
 
 def fill(form: object, **values: str) -> None:
@@ -78,10 +90,9 @@ def test_a_producers_id_and_window_appear_without_a_reload(browser: WebDriver, s
     assert produce(served.bootstrap, "live", [b"a", b"b", b"c"]) == []  # three batches, one producer
     (producer_id,) = http(served, "GET", "/topics/live/0")[1]["producers"]
     row = f"#producers tr[data-producer-id='{producer_id}'][data-partition='live-0']"
-    shows(browser, row, "seq 2–2")
-    batches = browser.find_elements(By.CSS_SELECTOR, f"{row} .batch")
-    assert [b.text.replace("\n", " ") for b in batches[:3]] == ["seq 0–0 @0–0", "seq 1–1 @1–1", "seq 2–2 @2–2"]
-    assert [b.get_attribute("class") for b in batches[3:]] == ["batch none", "batch none"]
+    window = ["seq 0–0 @0–0", "seq 1–1 @1–1", "seq 2–2 @2–2", "·", "·"]  # three batches, two empty slots
+    waiting(browser).until(lambda d: [b.text.replace("\n", " ") for b in
+                                      d.find_elements(By.CSS_SELECTOR, f"{row} .batch")] == window)
     shows(browser, "#partitions tr[data-partition='live-0']", "3")
     assert not_reloaded(browser)
     assert console_errors(browser) == []
@@ -94,7 +105,7 @@ def test_a_fault_rule_added_from_the_form_fires_and_its_count_rises(browser: Web
     fill(form, action="error_before", api="Produce", topic="guarded", trigger="next:1",
          error="NOT_LEADER_OR_FOLLOWER")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    WebDriverWait(browser, WAIT).until(lambda d: http(served, "GET", "/faults")[1]["rules"])
+    waiting(browser).until(lambda d: http(served, "GET", "/faults")[1]["rules"])
     (rule,) = http(served, "GET", "/faults")[1]["rules"]
     assert (rule["action"], rule["api"], rule["topic"], rule["trigger"], rule["n"], rule["error_name"]) == \
         ("error_before", ["Produce"], "guarded", "next", 1, "NOT_LEADER_OR_FOLLOWER")
@@ -103,7 +114,25 @@ def test_a_fault_rule_added_from_the_form_fires_and_its_count_rises(browser: Web
     assert produce(served.bootstrap, "guarded", [b"x"]) == []  # the client retries past the error
     shows(browser, fired, "1")
     assert http(served, "GET", f"/faults/{rule['id']}")[1]["fired"] == 1
+    browser.find_element(By.CSS_SELECTOR, f"#faults tr[data-rule-id='{rule['id']}'] button").click()
+    shows(browser, "#faults", "no rules")
+    assert http(served, "GET", "/faults")[1]["rules"] == []
     assert not_reloaded(browser)
+
+
+def test_the_control_buttons_roll_a_segment_and_expire_producers(browser: WebDriver, served: Served) -> None:
+    assert produce(served.bootstrap, "controlled", [b"1", b"2"]) == []
+    open_console(browser, served)
+    shows(browser, "#producers tr[data-partition='controlled-0']", "seq 1–1")
+    form = browser.find_element(By.ID, "partition-form")
+    fill(form, topic="controlled", partition="0")
+    form.find_element(By.CSS_SELECTOR, "button[data-path='/broker/roll']").click()
+    waiting(browser).until(lambda d: partition_cell(d, "controlled-0", "segments") == "2")
+    assert partition(served, "controlled-0")["segments"] == 2
+    form.find_element(By.CSS_SELECTOR, "button[data-path='/broker/expire-producers']").click()
+    shows(browser, "#producers", "no producers yet")
+    assert partition(served, "controlled-0")["producers"] == []
+    assert console_errors(browser) == []
 
 
 def test_bad_input_to_a_form_shows_the_endpoints_error_and_the_page_goes_on(browser: WebDriver,
