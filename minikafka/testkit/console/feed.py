@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-log = logging.getLogger("minikafka.admin")
+log = logging.getLogger(__name__)
 
 #: seconds between two snapshots while a page is subscribed
 INTERVAL = 0.5
@@ -62,6 +62,7 @@ class LiveFeed:
         self._subscribers: set[_Subscriber] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._last: bytes = b""
+        self._error = ""  # the last snapshot's failure, if it failed
         self.snapshots = 0  # built since start: the cost a page adds, counted
         self.build_ms = 0.0  # how long the last one took
 
@@ -135,9 +136,14 @@ class LiveFeed:
         started = time.perf_counter()
         try:
             body = await self.build()
-        except Exception as exc:  # a half-started broker, say: the page shows the error, the feed goes on
-            log.debug("console snapshot failed", exc_info=True)
-            body = {"error": f"{type(exc).__name__}: {exc}"}
+        except Exception as exc:  # the page shows the error and the feed goes on
+            error = f"{type(exc).__name__}: {exc}"
+            if error != self._error:  # logged once, not twice a second
+                log.warning("the console's snapshot failed: %s", error, exc_info=True)
+            self._error = error
+            body = {"error": error}
+        else:
+            self._error = ""
         tail = {"now_ms": body.pop("now_ms", None),
                 "feed": {"interval_ms": int(self.interval * 1000), "subscribers": len(self._subscribers),
                          "build_ms": round(self.build_ms, 3), "snapshots": self.snapshots}}

@@ -88,11 +88,13 @@ def groups(control: BrokerControl) -> list[dict[str, Any]]:
     if coordinator is None or logs is None or not coordinator.active:
         return []
     ends = {(p.topic, p.partition): p.high_watermark for p in logs.all_logs()}
-    names = sorted(set(coordinator.groups) | set(coordinator.store.groups_with_offsets()))
+    # each group's committed offsets are in the store of its __consumer_offsets partition
+    committed_by_group = {name: store.offsets(name) for store in coordinator.table.stores.values()
+                          for name in store.groups_with_offsets()}
     out = []
-    for name in names:
+    for name in sorted(set(coordinator.groups) | set(committed_by_group)):
         group = coordinator.groups.get(name)
-        committed = coordinator.store.offsets(name)
+        committed = committed_by_group.get(name, {})
         offsets: list[dict[str, Any]] = []
         for (topic, partition), stored in sorted(committed.items()):
             end = ends.get((topic, partition))
