@@ -13,11 +13,13 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 
+APT_LIB = Path(__file__).resolve().parent / "container" / "lib.sh"
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 #: flags that run chromium as root, headless, without reaching out to the internet
@@ -27,14 +29,13 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 
 def install_chromium() -> None:
-    """chromium and its driver from Debian's packages, unless both are there."""
-    if os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER):
+    """chromium and its driver from Debian's packages, unless the driver (which needs chromium) is
+    there: the scripts' apt_need, which runs apt-get update first and waits for a lock another
+    apt-get or dpkg holds."""
+    if os.path.exists(CHROMEDRIVER) and os.path.exists(CHROMIUM):
         return
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    lock = ["-o", "DPkg::Lock::Timeout=600"]
-    subprocess.run(["apt-get", *lock, "update", "-qq"], check=True, env=env, timeout=900)
-    subprocess.run(["apt-get", *lock, "install", "-y", "-qq", "chromium", "chromium-driver"], check=True,
-                   env=env, timeout=900, stdout=subprocess.DEVNULL)
+    subprocess.run(["bash", "-c", '. "$0" && apt_need chromedriver chromium chromium-driver', str(APT_LIB)],
+                   check=True, timeout=1500, stdout=subprocess.DEVNULL)
     assert os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER), "chromium could not be installed"
 
 
