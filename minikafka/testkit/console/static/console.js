@@ -37,6 +37,7 @@ function record(now) {
 function render() {
   if (!latest) return;
   if (latest.error) { showError(`the snapshot failed: ${latest.error}`); return; }
+  if ($("error-text").textContent.startsWith("the snapshot failed")) $("error").hidden = true;  // it works again
   const s = latest.status;
   const broker = $("broker");
   broker.dataset.state = s.running ? "running" : "stopped";
