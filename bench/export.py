@@ -253,7 +253,7 @@ CLUSTER_CONF = {"spark.executor.memory": "512m", "spark.executor.cores": "1", "s
 
 
 def cluster_aggregate(data_dir: str, args: argparse.Namespace) -> tuple[list[float], tuple[int, int, int, int], int]:
-    from tests.spark_helpers import StandaloneCluster
+    from tests.spark.spark_helpers import StandaloneCluster
 
     work = tempfile.mkdtemp(prefix="minikafka-bench-cluster-", dir=os.environ.get("BENCH_DIR"))
     cluster = StandaloneCluster(work, workers=2, pythonpath=ROOT)
@@ -270,7 +270,7 @@ def s3_aggregate(data_dir: str, args: argparse.Namespace) -> tuple[list[float], 
     import pyarrow.fs as pafs
 
     from minikafka.spark_export.files import Storage
-    from tests.spark_helpers import S3Server
+    from tests.spark.spark_helpers import S3Server
 
     work = tempfile.mkdtemp(prefix="minikafka-bench-s3-", dir=os.environ.get("BENCH_DIR"))
     server = S3Server(work, "bench")

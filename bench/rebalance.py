@@ -50,7 +50,7 @@ from kafka.protocol.consumer import (  # noqa: E402
 )
 
 from bench._serve import serve  # noqa: E402
-from tests.group_helpers import Clients, Member  # noqa: E402
+from tests.groups.group_helpers import Clients, Member  # noqa: E402
 
 TIMEOUT = 60.0
 

@@ -28,8 +28,9 @@ KINDS = {
     "pytest-ini": "the ini file of the pytest blocks of the same document",
     "data": "parses it (yaml, json, ini); the text is read by another block or documented as a file",
     "file": "checks that the file named in its first line (a comment) has every other line of the block",
-    "usage": "runs the program with --help and checks every flag it shows exists, and every --config "
-             "setting is known and valid (for a recorded run of a long command, such as a benchmark)",
+    "usage": "runs the program with --help and checks every flag it shows exists, every --config "
+             "setting is known and valid, and every tests/ or bench/ path it names exists (for a recorded "
+             "run of a long command, such as a benchmark)",
     "ci": "checks that it is the command .ci/run runs (CI runs it)",
     "setup": "runs it as written in a copy of the repository (a fresh venv), until the broker answers",
     "docker": "run as written by tests/test_docker.py (it needs a container engine)",

@@ -175,6 +175,15 @@ def test_usage_block_uses_only_flags_and_settings_the_program_has(block: DocBloc
         for flag in flags:
             assert re.search(rf"(^|[\s,\[]){re.escape(flag)}\b", result.stdout), f"{block.name}: {line}: no {flag}"
         parse_settings(dict(item.split("=", 1) for item in configs))  # unknown or bad settings raise
+        for path in repository_paths(line):
+            assert any(ROOT.glob(path)), f"{block.name}: {line}: no {path} in the repository"
+
+
+def repository_paths(line: str) -> list[str]:
+    """The paths into the repository's tests/ and bench/ a command line names (``--ignore=tests/x``,
+    ``tests/x.py::test_y`` give ``tests/x``, ``tests/x.py``)."""
+    words = [word.split("=", 1)[-1].split("::", 1)[0] for word in shlex.split(line)]
+    return [word.rstrip("/") for word in words if word.startswith(("tests/", "bench/"))]
 
 
 # ----------------------------------------------------------------------------- set-up and CI

@@ -1,6 +1,6 @@
 """minikafka in a process that turns warnings into errors (``python -W error``, pytest's
 ``filterwarnings = error``): its own imports of kafka-python emit none, through every entry point
-a user has (the README's ``BrokerThread``, ``MiniKafka``, the fixtures: tests/test_pytest_plugin.py
+a user has (the README's ``BrokerThread``, ``MiniKafka``, the fixtures: tests/testkit/test_pytest_plugin.py
 runs a strict suite too). Each case is a separate Python or pytest process, as a user's would be."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ For most APIs and versions these are kafka-python's own decode/encode (plus the 
 kafka-python objects, so handlers and the fault injector see no difference; they exist because
 kafka-python's generic machinery (buffer pools, per-struct tagged-field encoders, version
 look-ups) costs more than the few fields of a small Produce. Property tests
-(tests/test_fast_codec.py) check each one against kafka-python for every version in its table.
+(tests/protocol/test_fast_codec.py) check each one against kafka-python for every version in its table.
 Anything a fast path does not handle (a tagged field, a value of an unexpected type or out of
 range) makes it step aside for kafka-python, which then decides.
 
@@ -38,7 +38,7 @@ _FETCHED = struct.Struct(">ihqq")  # partition, error code, high watermark, last
 _ABORTED = struct.Struct(">qq")
 _FETCH_TOP = struct.Struct(">ihi")  # throttle time, error code, session id (v7+)
 
-#: versions each fast path is property-tested for (tests/test_fast_codec.py); others use kafka-python
+#: versions each fast path is property-tested for (tests/protocol/test_fast_codec.py); others use kafka-python
 PRODUCE_REQUEST_VERSIONS = range(3, 13)
 PRODUCE_RESPONSE_VERSIONS = range(3, 13)
 FETCH_RESPONSE_VERSIONS = range(4, 13)

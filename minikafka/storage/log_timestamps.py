@@ -1,5 +1,5 @@
 """ListOffsets by timestamp over a partition's segments: the time index narrows the search, the
-one batch found is decoded (docs/semantics.md#list-offsets).
+one batch found is decoded (docs/semantics.md#indexes).
 
 Kafka: ``UnifiedLog.fetchOffsetByTimestamp`` and ``LogSegment.findOffsetByTimestamp`` in
 https://github.com/apache/kafka/blob/trunk/storage/src/main/java/org/apache/kafka/storage/internals/log/

@@ -21,6 +21,20 @@ language can drive a broker in a container with nothing but an HTTP client::
     POST   /topics                     {"name": ..., "partitions": 1, "config": {...}}
     GET    /topics/<name>/<partition>  offsets and producer state of one partition
     GET    /transactions               every transactional id: state, producer id/epoch, partitions
+    GET    /partitions                 every partition: leader, replicas, offsets, segments, producers
+    GET    /groups                     consumer groups: members, assignment, committed offsets, lag
+    GET    / or /ui                    the live console, a page in the browser (docs/console.md)
+    GET    /events                     the console's snapshot as server-sent events, while subscribed
+
+Served once the broker runs as a cluster (the console shows it when it answers 200)::
+
+    GET    /cluster                    {"controller": 1, "brokers": [{"id", "host", "port", "rack",
+                                        "state": "active"|"controlled-shutdown"|"fenced",
+                                        "isolated": "none"|"clients"|"brokers"|"all"}],
+                                        "partitions": [{"topic", "partition", "leader", "leader_epoch",
+                                        "replicas", "isr", "offline", "high_watermark",
+                                        "replica_offsets": [{"broker", "log_start_offset",
+                                        "log_end_offset"}]}]}
 
 It lives outside the broker's start/stop, so it keeps answering while the broker is crashed.
 Bad requests get a 4xx answer with ``{"error": ...}``; nothing a client sends stops it. HEAD
@@ -46,6 +60,9 @@ from aiohttp import HttpVersion11, web
 from minikafka.broker import prometheus
 from minikafka.errors import KafkaError
 from minikafka.startup_errors import BindError, bind_reason
+from minikafka.testkit.console import views
+from minikafka.testkit.console.assets import asset
+from minikafka.testkit.console.feed import LiveFeed
 from minikafka.testkit.control import BrokerControl
 from minikafka.testkit.faults import FaultRuleError, rule_specs
 
@@ -94,6 +111,7 @@ class AdminServer:
         self.host = host
         self.port = port
         self._runner: web.ServerRunner | None = None
+        self.feed = LiveFeed(self._snapshot)
 
     @property
     def url(self) -> str:
@@ -120,11 +138,14 @@ class AdminServer:
         if self._runner is None:
             return
         runner, self._runner = self._runner, None
+        await self.feed.close()  # open pages' streams end now, not after the stop timeout
         await runner.cleanup()
 
     # ----------------------------------------------------------------- HTTP
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         """One request: route it, answer JSON (errors as ``{"error": ...}`` with their status)."""
+        if request.path == "/events" and request.method == "GET":
+            return await self.feed.stream(request)  # a stream, not one answer
         try:
             status, content_type, data = await self._route(request.method, request.path, await request.read())
         except web.HTTPException as exc:  # aiohttp's own: 413 for a body over MAX_BODY
@@ -158,6 +179,11 @@ class AdminServer:
             ("cleaner", "run"): {"POST": self._clean},
             ("topics",): {"GET": self._topics, "POST": self._create_topic},
             ("transactions",): {"GET": self._transactions},
+            ("partitions",): {"GET": self._partitions},
+            ("groups",): {"GET": self._groups},
+            ("events",): {"GET": self._events_head},  # GET itself is a stream (see _handle): HEAD only
+            (): {"GET": self._page},
+            ("ui",): {"GET": self._page},
         }
         key = tuple(parts)
         args: tuple[Any, ...] = ()
@@ -167,6 +193,9 @@ class AdminServer:
         elif len(parts) == 3 and parts[0] == "topics":
             key, args = ("topics", "<name>", "<partition>"), (parts[1], parts[2])
             routes[key] = {"GET": self._partition}
+        elif len(parts) == 2 and parts[0] == "ui":
+            key, args = ("ui", "<file>"), (parts[1],)
+            routes[key] = {"GET": self._asset}
         methods = routes.get(key)
         if methods is None:
             raise HttpError(404, f"no such endpoint: {path}")
@@ -240,6 +269,34 @@ class AdminServer:
 
     async def _transactions(self, _body: Any) -> Response:
         return _json(200, {"transactions": self.control.transactions()})
+
+    async def _partitions(self, _body: Any) -> Response:
+        return _json(200, {"partitions": views.partitions(self.control)})
+
+    async def _groups(self, _body: Any) -> Response:
+        return _json(200, {"groups": views.groups(self.control)})
+
+    async def _snapshot(self) -> dict[str, Any]:
+        """The console's snapshot, with ``GET /cluster``'s body when that route answers (None on 404)."""
+        snapshot = views.snapshot(self.control)
+        try:
+            status, _type, data = await self._route("GET", "/cluster", b"")
+        except HttpError:
+            status = 404
+        snapshot["cluster"] = json.loads(data) if status == 200 else None
+        return snapshot
+
+    async def _events_head(self, _body: Any) -> Response:
+        return 200, "text/event-stream", b""
+
+    async def _page(self, _body: Any) -> Response:
+        return await self._asset(None, "index.html")
+
+    async def _asset(self, _body: Any, name: str) -> Response:
+        found = asset(name)
+        if found is None:
+            raise HttpError(404, f"no such file: /ui/{name}")
+        return 200, *found
 
     async def _create_topic(self, body: Any) -> Response:
         name = _field(body, "name", str, None)
