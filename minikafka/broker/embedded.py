@@ -110,3 +110,96 @@ class BrokerThread:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ClusterThread:
+    """Runs a :class:`~minikafka.broker.cluster.cluster.Cluster` of ``brokers`` brokers on its own
+    event loop thread, with the controls a failover test needs::
+
+        with ClusterThread(brokers=3, data_dir=tmp_path) as cluster:
+            producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+            cluster.crash(cluster.leader("orders", 0))
+    """
+
+    def __init__(self, brokers: int = 3, data_dir: str = "./minikafka-data", port: int = 0,
+                 host: str = "127.0.0.1", config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        from minikafka.broker.cluster.cluster import Cluster
+
+        self.cluster = Cluster(BrokerConfig(host=host, port=port, data_dir=str(data_dir),
+                                            settings=dict(config or {}), **kwargs), brokers)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ClusterThread:
+        self._loop = new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="minikafka-cluster", daemon=True)
+        self._thread.start()
+        try:
+            self.call(self.cluster.start, timeout=120)
+        except BaseException:
+            self._close_loop()
+            raise
+        return self
+
+    def call(self, fn: Any, *args: Any, timeout: float = 60) -> Any:
+        """Run ``fn(*args)`` on the cluster's loop (awaiting it if it is a coroutine function)."""
+        assert self._loop is not None, "cluster not started"
+
+        async def runner() -> Any:
+            result = fn(*args)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+
+        return asyncio.run_coroutine_threadsafe(runner(), self._loop).result(timeout)
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        try:
+            self.call(self.cluster.stop)
+        finally:
+            self._close_loop()
+
+    def _close_loop(self) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._loop.close()
+        self._loop = None
+
+    def __enter__(self) -> ClusterThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ----------------------------------------------------------------- controls
+    @property
+    def bootstrap(self) -> str:
+        return str(self.call(lambda: self.cluster.bootstrap))
+
+    def crash(self, node_id: int) -> None:
+        """Stop broker ``node_id`` as a kill -9 would; the controller fences it at once."""
+        self.call(self.cluster.crash, node_id)
+
+    def start_broker(self, node_id: int) -> None:
+        """Start broker ``node_id`` again on its port and data dir (it recovers, then follows)."""
+        self.call(self.cluster.start_broker, node_id)
+
+    def stop_broker(self, node_id: int, controlled: bool = True) -> None:
+        self.call(self.cluster.stop_broker, node_id, controlled)
+
+    def leader(self, topic: str, partition: int) -> int:
+        part = self.call(self.cluster.controller.partition, topic, partition)
+        return -1 if part is None else int(part.leader)
+
+    def state(self, topic: str, partition: int) -> Any:
+        """The partition's record at the controller (replicas, isr, leader, epochs)."""
+        return self.call(self.cluster.controller.partition, topic, partition)
+
+    def address(self, node_id: int) -> str:
+        """``host:port`` of broker ``node_id`` (where it listens, or listened before it went down)."""
+        broker = self.cluster.brokers[node_id]
+        return f"{broker.advertised_address()[0]}:{broker.port}"

@@ -74,7 +74,10 @@ class Cluster:
         self._lock = DataDirLock(self.data_dir)
 
     def node_config(self, node_id: int) -> BrokerConfig:
-        port = self.config.port + node_id - 1 if self.config.port else 0
+        """Broker ``node_id``'s settings: the cluster's, its own port and data dir. A broker that
+        ran before comes back on the port it had, as a restarted Kafka broker does."""
+        earlier = self.brokers.get(node_id)
+        port = earlier.port if earlier is not None else self.config.port + node_id - 1 if self.config.port else 0
         if self.config.port and port > 65535:
             raise ConfigError(f"--port {self.config.port}: broker {node_id} would listen on {port}")
         settings = {k: v for k, v in self.config.settings.items() if k != "broker.rack"}
