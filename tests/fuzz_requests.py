@@ -24,7 +24,7 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
     ListTransactionsRequest,
 )
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest,
@@ -142,6 +142,13 @@ def txn_offset_commit(v: int, topic: str) -> Any:
                  partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="")])])
 
 
+def offset_for_leader_epoch(v: int, topic: str) -> Any:
+    R = OffsetForLeaderEpochRequest[v]
+    Topic = R.OffsetForLeaderTopic
+    return R(replica_id=-1, topics=[Topic(topic=topic, partitions=[
+        Topic.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])])
+
+
 SPECIFIC: dict[ApiKey, Callable[[int, str], Any]] = {
     ApiKey.PRODUCE: lambda v, topic: produce_request(topic, 0, build_batch(value=b"fuzz-seed"), version=v),
     ApiKey.FETCH: fetch,
@@ -154,6 +161,7 @@ SPECIFIC: dict[ApiKey, Callable[[int, str], Any]] = {
     ApiKey.DELETE_TOPICS: delete_topics,
     ApiKey.DELETE_RECORDS: delete_records,
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
     ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN:
         lambda v, topic: AddOffsetsToTxnRequest[v](transactional_id=FUZZ_TXN, producer_id=0, producer_epoch=0,

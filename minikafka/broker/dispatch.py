@@ -49,6 +49,7 @@ _HANDLER_MODULES: dict[ApiKey, str] = {
     ApiKey.DELETE_TOPICS: "delete_topics",
     ApiKey.DELETE_RECORDS: "delete_records",
     ApiKey.INIT_PRODUCER_ID: "init_producer_id",
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch",
     ApiKey.ADD_PARTITIONS_TO_TXN: "add_partitions_to_txn",
     ApiKey.ADD_OFFSETS_TO_TXN: "add_offsets_to_txn",
     ApiKey.END_TXN: "end_txn",

@@ -43,6 +43,7 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
@@ -114,6 +115,8 @@ _CODECS: list[tuple[ApiKey, str, int, int, str]] = [
     (ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 6, "kafka.protocol.admin"),
     (ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2, "kafka.protocol.admin"),
     (ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 5, "kafka.protocol.producer"),
+    # where a leader epoch ends (followers, KIP-320 consumers); kafka-python's codec has v2-v4
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4, "kafka.protocol.consumer"),
     # transactions (minikafka.broker.transactions); AddPartitionsToTxn v4+ is broker-to-coordinator
     # and answers CLUSTER_AUTHORIZATION_FAILED to clients; EndTxn v5 (KIP-890 part 2) is not served
     (ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5, "kafka.protocol.producer"),

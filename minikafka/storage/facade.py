@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from minikafka.storage.append_result import AppendResult
     from minikafka.storage.batch import BatchHeader
+    from minikafka.storage.leader_epoch import LeaderEpochCache
     from minikafka.storage.log_manager import TopicInfo
     from minikafka.storage.producer_state import ProducerStateEntry
 
@@ -34,6 +35,8 @@ class PartitionStorage(Protocol):
     log_end_offset: int
     high_watermark: int
     replicated: bool  # in a cluster: reads by consumers stop at the high watermark
+    leader_epoch: int  # stamped on what this replica appends as leader
+    epochs: LeaderEpochCache  # where each leader epoch starts (leader-epoch-checkpoint)
 
     @property
     def name(self) -> str: ...

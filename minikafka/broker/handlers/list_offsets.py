@@ -31,12 +31,18 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     Topic = Response.ListOffsetsTopicResponse
     Partition = Topic.ListOffsetsPartitionResponse
     committed = version >= 2 and request.isolation_level == READ_COMMITTED
+    replicas = ctx.services.replicas
 
     def answer(topic: str, part: Any) -> Any:
         partition_log = logs.get_log(topic, part.partition_index)
         error, offset, timestamp = ErrorCode.NONE, -1, -1
         old_style: list[int] = []
-        if partition_log is None:
+        if replicas is not None:  # a cluster: the leader answers, at the request's epoch (v4+)
+            error = replicas.leader_error(topic, part.partition_index,
+                                          part.current_leader_epoch if version >= 4 else -1)
+        if error != ErrorCode.NONE:
+            pass
+        elif partition_log is None:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif version == 0:  # segment start offsets (minikafka.storage.legacy)
             if part.max_num_offsets < 0:
@@ -72,7 +78,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
         if version == 0:
             fields["old_style_offsets"] = old_style
         if version >= 4:
-            fields["leader_epoch"] = 0 if offset >= 0 else -1
+            fields["leader_epoch"] = partition_log.leader_epoch if offset >= 0 and partition_log else -1
         return Partition(**fields)
 
     return Response(throttle_time_ms=0, topics=per_partition(Topic, request.topics, answer))
