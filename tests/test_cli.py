@@ -225,7 +225,7 @@ def test_every_variable_the_project_reads_is_accepted_by_serve(tmp_path: Path) -
         "MINIKAFKA_ADMIN_HOST": "127.0.0.1", "MINIKAFKA_FSYNC": "false", "MINIKAFKA_EAGER_IMPORTS": "0",
         "MINIKAFKA_BASE_IMAGE": "localhost/ci/debian-python:bookworm", "MINIKAFKA_IMAGE": "localhost/minikafka:test",
         "MINIKAFKA_CI_CACHE": str(tmp_path / "cache"), "MINIKAFKA_NUM_PARTITIONS": "2",
-        "MINIKAFKA_ADDRESS_FILE": str(tmp_path / "address"),
+        "MINIKAFKA_ADDRESS_FILE": str(tmp_path / "address"), "MINIKAFKA_BROKERS": "1",
     }
     assert set(VARIABLES) <= set(values), set(VARIABLES) - set(values)  # a new variable gets a value here
     served = start_serve(tmp_path, env=values)
