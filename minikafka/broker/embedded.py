@@ -26,6 +26,18 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+def call_on(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any, timeout: float = 60) -> Any:
+    """Run ``fn(*args)`` on ``loop`` from another thread, awaiting it if it returns a coroutine."""
+
+    async def runner() -> Any:
+        result = fn(*args)
+        if asyncio.iscoroutine(result):
+            result = await result
+        return result
+
+    return asyncio.run_coroutine_threadsafe(runner(), loop).result(timeout)
+
+
 class BrokerThread:
     """Runs a :class:`Broker` on its own event loop thread."""
 
@@ -77,14 +89,7 @@ class BrokerThread:
     def call(self, fn: Any, *args: Any, timeout: float = 60) -> Any:
         """Run ``fn(*args)`` on the broker's loop (awaiting it if it is a coroutine function)."""
         assert self._loop is not None
-
-        async def runner() -> Any:
-            result = fn(*args)
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result
-
-        return asyncio.run_coroutine_threadsafe(runner(), self._loop).result(timeout)
+        return call_on(self._loop, fn, *args, timeout=timeout)
 
     def stop(self, clean: bool = True) -> None:
         if self._loop is None or self.broker is None:
@@ -144,14 +149,7 @@ class ClusterThread:
     def call(self, fn: Any, *args: Any, timeout: float = 60) -> Any:
         """Run ``fn(*args)`` on the cluster's loop (awaiting it if it is a coroutine function)."""
         assert self._loop is not None, "cluster not started"
-
-        async def runner() -> Any:
-            result = fn(*args)
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result
-
-        return asyncio.run_coroutine_threadsafe(runner(), self._loop).result(timeout)
+        return call_on(self._loop, fn, *args, timeout=timeout)
 
     def stop(self) -> None:
         if self._loop is None:
