@@ -1,0 +1,330 @@
+"""The chaos workload's writers: real clients, each logging every operation to the history.
+
+Every value is unique and names its writer (``"<process>-<n>"``), so the checker can attribute
+each read. Writers:
+
+- :class:`IdempotentWriter` (confluent-kafka): ``enable.idempotence``, ``acks=all``, a few sends
+  in flight; each send is one ``send`` op, ok with its offset from the delivery report.
+- :class:`KafkaPythonWriter` (kafka-python): the same, one send at a time.
+- :class:`TxnWriter` (confluent-kafka): transactions of 1–4 records over several partitions,
+  some aborted on purpose; a ``txn`` op each.
+- :class:`TransformWriter` (confluent-kafka): consume-transform-produce — a read_committed
+  member of a group reads, then in one transaction writes one new value and commits the
+  group's offsets past what it read (``send_offsets_to_transaction``); it reads the topic it
+  writes, so transactions depend on each other's output.
+
+The consumers are in :mod:`bench.chaos.readers`.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import traceback
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from bench.chaos.history import FAILED, OK, UNKNOWN, History, Rec, tp_key
+
+#: librdkafka settings every chaos client uses: quiet logs, failures surfacing within the run
+CLIENT_CONFIG: dict[str, Any] = {"log_level": 2, "socket.connection.setup.timeout.ms": 5000,
+                                 "reconnect.backoff.max.ms": 500}
+TXN_TIMEOUT_MS = 10_000
+
+
+class Process:
+    """A client on its own thread until :meth:`stop`; ``rng`` is seeded by the run and the name."""
+
+    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, history: History,
+                 seed: int, pace: float, run_id: str = "") -> None:
+        self.name = name
+        self.run_id = run_id
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.history = history
+        self.rng = random.Random(f"{seed}-{name}")
+        self.pace = pace
+        self.n = 0
+        self.errors: list[str] = []
+        self.stopping = threading.Event()
+        self._thread = threading.Thread(target=self._guarded, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def join(self, timeout: float = 60) -> None:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            frame = sys._current_frames().get(self._thread.ident or -1)
+            where = traceback.format_stack(frame)[-1].strip().replace("\n", " ") if frame else "?"
+            self.errors.append(f"did not stop within {timeout:g} s, at {where}")
+
+    def next_value(self) -> str:
+        self.n += 1
+        return f"{self.name}-{self.n}"
+
+    def _guarded(self) -> None:
+        try:
+            self.run()
+        except Exception as exc:  # a client that dies ends its process; the report shows why
+            self.errors.append(repr(exc))
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+
+class IdempotentWriter(Process):
+    """confluent-kafka idempotent producer; up to ``in_flight`` sends outstanding."""
+
+    in_flight = 4
+
+    def run(self) -> None:
+        producer = self._producer()
+        pending: dict[int, tuple[float, Rec]] = {}
+        while not self.stopping.is_set():
+            for _ in range(self.rng.randint(1, self.in_flight)):
+                index, start = self.history.begin()
+                rec = Rec(self.topic, self.rng.randrange(self.partitions), self.next_value())
+                pending[index] = (start, rec)
+                try:
+                    producer.produce(rec.topic, value=rec.value.encode(), partition=rec.partition,
+                                     on_delivery=self._report(index, pending))
+                except (BufferError, KafkaException) as exc:
+                    self._settle(index, pending, UNKNOWN, None, repr(exc))
+            producer.poll(0)
+            self.stopping.wait(self.pace)
+            producer.poll(0)
+            if any(err for err in self.errors if "fatal" in err):
+                producer = self._replace(producer, pending)
+        producer.flush(30)
+        for index in list(pending):
+            self._settle(index, pending, UNKNOWN, None, "not delivered when the run ended")
+
+    def _producer(self) -> Producer:
+        return Producer({**CLIENT_CONFIG, "bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                         "acks": "all", "linger.ms": 2, "message.timeout.ms": 20000})
+
+    def _replace(self, producer: Producer, pending: dict[int, tuple[float, Rec]]) -> Producer:
+        """After a fatal error a new producer (a new producer id) takes over."""
+        producer.flush(5)
+        for index in list(pending):
+            self._settle(index, pending, UNKNOWN, None, "producer replaced after a fatal error")
+        self.errors[:] = [e for e in self.errors if "fatal" not in e]
+        return self._producer()
+
+    def _report(self, index: int, pending: dict[int, tuple[float, Rec]]) -> Any:
+        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+            if err is None:
+                self._settle(index, pending, OK, msg.offset(), "")
+            else:
+                if err.fatal():
+                    self.errors.append(f"fatal: {err}")
+                self._settle(index, pending, UNKNOWN, None, str(err))
+        return on_delivery
+
+    def _settle(self, index: int, pending: dict[int, tuple[float, Rec]], outcome: str, offset: int | None,
+                info: str) -> None:
+        start, rec = pending.pop(index)
+        written = Rec(rec.topic, rec.partition, rec.value, offset)
+        self.history.record(index, start, self.name, "send", outcome, writes=(written,), info=info)
+
+
+class KafkaPythonWriter(Process):
+    """kafka-python idempotent producer, one send at a time."""
+
+    def run(self) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True, acks="all",
+                                 linger_ms=2, request_timeout_ms=5000, delivery_timeout_ms=20000,
+                                 reconnect_backoff_max_ms=500)
+        try:
+            while not self.stopping.is_set():
+                index, start = self.history.begin()
+                rec = Rec(self.topic, self.rng.randrange(self.partitions), self.next_value())
+                outcome, offset, info = UNKNOWN, None, ""
+                try:
+                    meta = producer.send(rec.topic, value=rec.value.encode(), partition=rec.partition).get(30)
+                    outcome, offset = OK, meta.offset
+                except Exception as exc:  # any error leaves the send's fate unknown
+                    info = repr(exc)
+                self.history.record(index, start, self.name, "send", outcome,
+                                    writes=(Rec(rec.topic, rec.partition, rec.value, offset),), info=info)
+                self.stopping.wait(self.pace)
+        finally:
+            producer.close(5)
+
+
+class _Transactions:
+    """One confluent-kafka transactional producer and how each transaction ended."""
+
+    def __init__(self, process: Process, txn_id: str) -> None:
+        self.process = process
+        self.txn_id = txn_id
+        self.producer = self._new()
+
+    def _new(self) -> Producer:
+        producer = Producer({**CLIENT_CONFIG, "bootstrap.servers": self.process.bootstrap,
+                             "transactional.id": self.txn_id, "transaction.timeout.ms": TXN_TIMEOUT_MS,
+                             "message.timeout.ms": TXN_TIMEOUT_MS - 1000, "linger.ms": 2})
+        self._init(producer)
+        return producer
+
+    def _init(self, producer: Producer) -> None:
+        for _ in range(10):
+            try:
+                producer.init_transactions(10)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or self.process.stopping.is_set():
+                    raise
+        raise RuntimeError(f"{self.txn_id}: init_transactions kept failing")
+
+    def run(self, writes: list[Rec], abort: bool, offsets: list[TopicPartition] | None = None,
+            group_metadata: Any = None) -> tuple[str, tuple[Rec, ...], str]:
+        """Begin, write, (send offsets), then commit or abort: the outcome, the writes with their
+        offsets, and what went wrong."""
+        delivered: dict[str, int] = {}
+
+        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+            if err is None:
+                delivered[msg.value().decode()] = msg.offset()
+
+        try:
+            self.producer.begin_transaction()
+            for rec in writes:
+                self.producer.produce(rec.topic, value=rec.value.encode(), partition=rec.partition,
+                                      on_delivery=on_delivery)
+            if offsets is not None:
+                self.producer.send_offsets_to_transaction(offsets, group_metadata, 10)
+            if abort:
+                self.producer.flush(10)
+                self.producer.abort_transaction(10)
+                return FAILED, self._with_offsets(writes, delivered), "aborted on purpose"
+            self._commit()
+            return OK, self._with_offsets(writes, delivered), ""
+        except KafkaException as exc:
+            error = exc.args[0]
+            info = str(error)
+            self.producer.poll(0)
+            outcome = self._recover(error)
+            return outcome, self._with_offsets(writes, delivered), info
+
+    def _commit(self) -> None:
+        for attempt in range(5):
+            try:
+                self.producer.commit_transaction(10)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or attempt == 4:
+                    raise
+
+    def _recover(self, error: KafkaError) -> str:
+        """Abort after a failed transaction if the client allows it: ``failed`` if the abort went
+        through (nothing of it is visible), else ``unknown`` (and a new producer takes over)."""
+        if not error.fatal():
+            try:
+                self.producer.abort_transaction(10)
+                return FAILED
+            except KafkaException:
+                pass
+        self.producer.flush(1)
+        self.producer = self._new()  # fences the old instance; the open transaction gets aborted
+        return UNKNOWN
+
+    @staticmethod
+    def _with_offsets(writes: list[Rec], delivered: dict[str, int]) -> tuple[Rec, ...]:
+        return tuple(Rec(r.topic, r.partition, r.value, delivered.get(r.value)) for r in writes)
+
+    def close(self) -> None:
+        self.producer.flush(5)
+
+
+class TxnWriter(Process):
+    """Transactions over several partitions; ``abort_rate`` of them aborted on purpose."""
+
+    abort_rate = 0.2
+
+    def run(self) -> None:
+        txns = _Transactions(self, f"chaos-{self.run_id}-{self.name}")
+        try:
+            while not self.stopping.is_set():
+                count = self.rng.randint(1, 4)
+                writes = [Rec(self.topic, self.rng.randrange(self.partitions), self.next_value()) for _ in range(count)]
+                abort = self.rng.random() < self.abort_rate
+                index, start = self.history.begin()
+                outcome, written, info = txns.run(writes, abort)
+                self.history.record(index, start, self.name, "txn", outcome, writes=written, txn_id=txns.txn_id,
+                                    info=info)
+                self.stopping.wait(self.pace)
+        finally:
+            txns.close()
+
+
+class TransformWriter(Process):
+    """Consume-transform-produce: read (read_committed, in ``group``), then one transaction that
+    writes a value and commits the offsets past the records read."""
+
+    abort_rate = 0.1
+
+    @property
+    def group(self) -> str:
+        return f"chaos-transform-{self.run_id}"
+
+    def run(self) -> None:
+        self.session = 0
+        consumer = Consumer({**CLIENT_CONFIG, "bootstrap.servers": self.bootstrap, "group.id": self.group,
+                             "isolation.level": "read_committed", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                             "heartbeat.interval.ms": 500})
+        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        txns = _Transactions(self, f"chaos-{self.run_id}-{self.name}")
+        try:
+            while not self.stopping.is_set():
+                index, start = self.history.begin()
+                messages = consumer.consume(20, 0.5)
+                reads = tuple(Rec(m.topic(), m.partition(), m.value().decode(), m.offset())
+                              for m in messages if m.error() is None)
+                self.history.record(index, start, self.name, "poll", OK, reads=reads,
+                                    isolation="read_committed", group=self.group, session=self.session)
+                if not reads:
+                    continue
+                self._transform(consumer, txns, reads)
+        finally:
+            txns.close()
+            consumer.close()
+
+    def _transform(self, consumer: Consumer, txns: _Transactions, reads: tuple[Rec, ...]) -> None:
+        positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+        offsets = {tp_key(tp.topic, tp.partition): tp.offset for tp in positions}
+        write = Rec(self.topic, self.rng.randrange(self.partitions), self.next_value())
+        abort = self.rng.random() < self.abort_rate
+        index, start = self.history.begin()
+        outcome, written, info = txns.run([write], abort, positions, consumer.consumer_group_metadata())
+        self.history.record(index, start, self.name, "txn", outcome, writes=written, reads=reads,
+                            offsets=offsets, txn_id=txns.txn_id, group=self.group, info=info)
+        if outcome != OK:
+            self._rewind(consumer)
+
+    def _rewind(self, consumer: Consumer) -> None:
+        """Back to the group's committed offsets, so what the failed transaction read is read again."""
+        self.session += 1
+        try:
+            for tp in consumer.committed(consumer.assignment(), 10):
+                consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+        except KafkaException as exc:
+            self.errors.append(f"rewind: {exc}")
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.session += 1
+        self.history.add(self.name, "assign", OK, group=self.group, session=self.session,
+                         offsets={tp_key(tp.topic, tp.partition): -1 for tp in partitions})
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.session += 1
