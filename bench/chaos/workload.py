@@ -28,9 +28,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from bench.chaos.history import FAILED, OK, UNKNOWN, History, Rec, tp_key
 
-#: librdkafka settings every chaos client uses: quiet logs, failures surfacing within the run
+#: librdkafka settings every chaos client uses: quiet logs, failures surfacing within the run, and
+#: no re-bootstrap when every broker is down (librdkafka 2.16 then decommissions the broker, and
+#: ``send_offsets_to_transaction`` can wait on the decommissioned group coordinator for ever,
+#: whatever its timeout: https://github.com/confluentinc/librdkafka/issues/5511)
 CLIENT_CONFIG: dict[str, Any] = {"log_level": 2, "socket.connection.setup.timeout.ms": 5000,
-                                 "reconnect.backoff.max.ms": 500}
+                                 "reconnect.backoff.max.ms": 500, "metadata.recovery.strategy": "none"}
 TXN_TIMEOUT_MS = 10_000
 
 
