@@ -86,10 +86,19 @@ def test_lost_write_acknowledged_never_read() -> None:
 def test_lost_write_acknowledged_at_an_offset_holding_another_value() -> None:
     story, ids = clean()
     lost = story.add("w9", "send", writes=(rec("h", 0, 1),))  # b was read at 0:1
-    reader = story.poll("u1", [rec("h", 0, 7)], isolation="read_uncommitted", group="u")
+    reader = story.poll("r5", [rec("h", 0, 7)])
     [anomaly] = only(story, "lost-write")
     assert anomaly.ops == (lost, ids["xpoll"]) and "holding b" in anomaly.message
     assert reader not in anomaly.ops
+
+
+def test_committed_transaction_read_only_read_uncommitted_is_lost() -> None:
+    story, _ = clean()
+    txn = story.add("t1", "txn", writes=(rec("j", 0, 3), rec("k", 1, 4)), txn_id="t1")
+    story.poll("u0", [rec("j", 0, 3), rec("k", 1, 4)], isolation="read_uncommitted", group="u", session=2)
+    anomalies = only(story, "lost-write")
+    assert [a.ops for a in anomalies] == [(txn,), (txn,)]
+    assert all("read only read_uncommitted" in a.message for a in anomalies)
 
 
 def test_duplicate_value_at_two_offsets() -> None:
@@ -176,7 +185,7 @@ def test_nonmonotonic_send() -> None:
     story, _ = clean()
     first = story.add("w3", "send", writes=(rec("m", 0, 5),))
     second = story.add("w3", "send", writes=(rec("n", 0, 4),))
-    story.poll("u0", [rec("n", 0, 4), rec("m", 0, 5)], isolation="read_uncommitted", group="u", session=2)
+    story.poll("r3", [rec("n", 0, 4), rec("m", 0, 5)])
     [anomaly] = only(story, "nonmonotonic-send")
     assert anomaly.ops == (first, second)
 

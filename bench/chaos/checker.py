@@ -3,8 +3,8 @@
 Each anomaly names the operations (their indexes in the history) that show it:
 
 ``lost-write``          an acknowledged write (an ok ``send``, a write of an ok transaction) that no
-                        consumer read, though the consumers drained every partition at the end; or
-                        one acknowledged at an offset that was read holding another value
+                        read_committed consumer read, though one drained every partition at the end;
+                        or one acknowledged at an offset that was read holding another value
 ``duplicate``           one value read at two positions (the log holds it twice); or one consumed
                         record processed by two committed consume-transform-produce transactions
 ``inconsistent-offset`` two values read at the same partition and offset
@@ -109,6 +109,9 @@ def check(history: Iterable[Op]) -> list[Anomaly]:
 
 
 def lost_writes(index: _Index) -> list[Anomaly]:
+    """Acknowledged writes a read_committed consumer never read (committed records are visible to
+    read_committed: the drain reads them all), or read at another offset than acknowledged. A
+    committed transaction seen in part is reported as non-atomic instead."""
     out = []
     at: dict[tuple[TP, int], tuple[Op, Rec]] = {}
     for reads in index.reads.values():
@@ -118,12 +121,19 @@ def lost_writes(index: _Index) -> list[Anomaly]:
     for op in index.ops:
         if op.outcome != OK or op.kind not in ("send", "txn"):
             continue
+        if op.kind == "txn" and any(w.value in index.rc_read_values for w in op.writes):
+            unseen = []
+        else:
+            unseen = [rec for rec in op.writes if rec.value not in index.rc_read_values]
+        for rec in unseen:
+            also = " (read only read_uncommitted)" if rec.value in index.reads else ""
+            out.append(Anomaly("lost-write", f"{rec.value} acknowledged in {rec.topic}/{rec.partition}"
+                               f" at offset {rec.offset}, never read read_committed{also}", (op.index,)))
         for rec in op.writes:
-            if rec.value not in index.reads:
-                out.append(Anomaly("lost-write", f"{rec.value} acknowledged in {rec.topic}/{rec.partition}"
-                                   f" at offset {rec.offset}, never read", (op.index,)))
-            elif rec.offset is not None and (rec.tp, rec.offset) in at and at[rec.tp, rec.offset][1].value != rec.value:
-                reader, found = at[rec.tp, rec.offset]
+            if rec in unseen or rec.offset is None or (rec.tp, rec.offset) not in at:
+                continue
+            reader, found = at[rec.tp, rec.offset]
+            if found.value != rec.value:
                 out.append(Anomaly("lost-write", f"{rec.value} acknowledged at {rec.topic}/{rec.partition}"
                                    f":{rec.offset}, which was read holding {found.value}",
                                    (op.index, reader.index)))

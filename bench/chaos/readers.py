@@ -16,33 +16,17 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from bench.chaos.history import OK, UNKNOWN, History, Rec, tp_key
-from bench.chaos.workload import CLIENT_CONFIG, Process
+from bench.chaos.workload import CLIENT_CONFIG, GroupMember
 
 
-class GroupReader(Process):
-    """A confluent-kafka group member; ``isolation`` read_committed or read_uncommitted."""
-
-    def __init__(self, *args: Any, group: str, isolation: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.group = group
-        self.isolation = isolation
-        self.session = 0
+class GroupReader(GroupMember):
+    """A confluent-kafka group member, read_committed or read_uncommitted."""
 
     def run(self) -> None:
-        consumer = Consumer({**CLIENT_CONFIG, "bootstrap.servers": self.bootstrap, "group.id": self.group,
-                             "isolation.level": self.isolation, "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                             "heartbeat.interval.ms": 500})
-        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        consumer = self.subscribed()
         try:
             while not self.stopping.is_set():
-                index, start = self.history.begin()
-                messages = consumer.consume(50, 0.5)
-                reads = tuple(Rec(m.topic(), m.partition(), m.value().decode(), m.offset())
-                              for m in messages if m.error() is None)
-                self.history.record(index, start, self.name, "poll", OK, reads=reads, isolation=self.isolation,
-                                    group=self.group, session=self.session)
-                if reads:
+                if self.poll(consumer, 50):
                     self._commit(consumer)
                 self.stopping.wait(self.pace)
         finally:
@@ -57,14 +41,6 @@ class GroupReader(Process):
             self.history.record(index, start, self.name, "commit", OK, offsets=offsets, group=self.group)
         except KafkaException as exc:
             self.history.record(index, start, self.name, "commit", UNKNOWN, group=self.group, info=str(exc))
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.session += 1
-        self.history.add(self.name, "assign", OK, group=self.group, session=self.session,
-                         offsets={tp_key(tp.topic, tp.partition): -1 for tp in partitions})
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.session += 1
 
 
 class KafkaPythonReader(GroupReader):

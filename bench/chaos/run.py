@@ -52,7 +52,7 @@ def processes(bootstrap: str, topic: str, partitions: int, history: History, see
         IdempotentWriter("w0", pace=0.05, **common),
         KafkaPythonWriter("w1", pace=0.1, **common),
         TxnWriter("t0", pace=0.1, **common),
-        TransformWriter("x0", pace=0.0, **common),
+        TransformWriter("x0", pace=0.0, group=f"chaos-transform-{run_id}", **common),
     ]
     readers: list[Process] = [
         GroupReader("r0", pace=0.1, group=f"chaos-rc-{run_id}", isolation="read_committed", **common),

@@ -270,35 +270,56 @@ class TxnWriter(Process):
             txns.close()
 
 
-class TransformWriter(Process):
+class GroupMember(Process):
+    """A confluent-kafka consumer in ``group``; its session grows at each assignment, revocation
+    and seek, and each poll is logged."""
+
+    def __init__(self, *args: Any, group: str, isolation: str = "read_committed", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.group = group
+        self.isolation = isolation
+        self.session = 0
+
+    def subscribed(self) -> Consumer:
+        consumer = Consumer({**CLIENT_CONFIG, "bootstrap.servers": self.bootstrap, "group.id": self.group,
+                             "isolation.level": self.isolation, "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                             "heartbeat.interval.ms": 500})
+        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        return consumer
+
+    def poll(self, consumer: Consumer, most: int) -> tuple[Rec, ...]:
+        index, start = self.history.begin()
+        messages = consumer.consume(most, 0.5)
+        reads = tuple(Rec(m.topic(), m.partition(), m.value().decode(), m.offset())
+                      for m in messages if m.error() is None)
+        self.history.record(index, start, self.name, "poll", OK, reads=reads, isolation=self.isolation,
+                            group=self.group, session=self.session)
+        return reads
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.session += 1
+        self.history.add(self.name, "assign", OK, group=self.group, session=self.session,
+                         offsets={tp_key(tp.topic, tp.partition): -1 for tp in partitions})
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.session += 1
+
+
+class TransformWriter(GroupMember):
     """Consume-transform-produce: read (read_committed, in ``group``), then one transaction that
     writes a value and commits the offsets past the records read."""
 
     abort_rate = 0.1
 
-    @property
-    def group(self) -> str:
-        return f"chaos-transform-{self.run_id}"
-
     def run(self) -> None:
-        self.session = 0
-        consumer = Consumer({**CLIENT_CONFIG, "bootstrap.servers": self.bootstrap, "group.id": self.group,
-                             "isolation.level": "read_committed", "enable.auto.commit": False,
-                             "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                             "heartbeat.interval.ms": 500})
-        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        consumer = self.subscribed()
         txns = _Transactions(self, f"chaos-{self.run_id}-{self.name}")
         try:
             while not self.stopping.is_set():
-                index, start = self.history.begin()
-                messages = consumer.consume(20, 0.5)
-                reads = tuple(Rec(m.topic(), m.partition(), m.value().decode(), m.offset())
-                              for m in messages if m.error() is None)
-                self.history.record(index, start, self.name, "poll", OK, reads=reads,
-                                    isolation="read_committed", group=self.group, session=self.session)
-                if not reads:
-                    continue
-                self._transform(consumer, txns, reads)
+                reads = self.poll(consumer, 20)
+                if reads:
+                    self._transform(consumer, txns, reads)
         finally:
             txns.close()
             consumer.close()
@@ -323,11 +344,3 @@ class TransformWriter(Process):
                 consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
         except KafkaException as exc:
             self.errors.append(f"rewind: {exc}")
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.session += 1
-        self.history.add(self.name, "assign", OK, group=self.group, session=self.session,
-                         offsets={tp_key(tp.topic, tp.partition): -1 for tp in partitions})
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.session += 1
