@@ -1,5 +1,6 @@
-"""A short seeded chaos run against one in-process broker, its nemesis crashing and restarting it
-and losing and delaying answers: real clients, zero anomalies in the history."""
+"""A short seeded chaos run against one in-process broker, its nemesis restarting it, crashing it
+right after it handled a transaction request, losing answers, answering errors after the append
+and delaying answers: real clients, zero anomalies in the history."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from bench.chaos.nemesis import SINGLE_BROKER_ACTIONS, SingleBroker, schedule
 from bench.chaos.run import report, run
 from minikafka.testkit import MiniKafka
 
-SEED = 7
+SEED = 70
 SECONDS = 25.0
 INTERVAL = 2.5
 
@@ -22,7 +23,7 @@ def test_schedule_is_the_seeds() -> None:
     first = schedule(SEED, SECONDS, SINGLE_BROKER_ACTIONS, INTERVAL)
     assert first == schedule(SEED, SECONDS, SINGLE_BROKER_ACTIONS, INTERVAL)
     assert first != schedule(SEED + 1, SECONDS, SINGLE_BROKER_ACTIONS, INTERVAL)
-    assert {"crash", "restart-dirty", "drop-produce", "delay"} <= {f.action for f in first}
+    assert {"restart-dirty", "crash-on-txn", "drop-txn", "error-after", "delay"} <= {f.action for f in first}
     assert all(a.at + a.duration < b.at for a, b in zip(first, first[1:], strict=False))
 
 
@@ -39,8 +40,9 @@ def test_short_run_under_faults_has_no_anomaly() -> None:
     assert result.records()["read read_committed"] > 0 and result.records()["read read_uncommitted"] > 0
     assert [fault for fault, _ in result.applied] == result.faults, text
     assert counts["fault", "ok"] == len(result.faults)
-    rules_fired = [info for fault, info in result.applied if fault.action.startswith("drop")]
-    assert any(not info.startswith("fired on 0 ") for info in rules_fired), text
+    rules = [info for fault, info in result.applied if fault.action in ("drop-txn", "error-after", "crash-on-txn")]
+    assert len(rules) == 3 and all(info.startswith("fired on ") and not info.startswith("fired on 0 ")
+                                   for info in rules), text
     assert f"seed {SEED}" in text and "anomalies: 0" in text
 
 

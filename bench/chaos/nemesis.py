@@ -14,6 +14,10 @@ A fault acts on a :class:`Target`. :class:`SingleBroker` is one in-process broke
 ``drop-txn``       the next AddPartitionsToTxn / TxnOffsetCommit / EndTxn / AddOffsetsToTxn
                    requests are handled and their answers lost
 ``delay``          every answer held back ``delay_ms`` for a while
+``error-after``    the next Produce requests are appended, then answered NOT_LEADER_OR_FOLLOWER
+``crash-on-produce``, ``crash-on-txn``
+                   the next Produce (or transaction API) request is handled, then the broker
+                   crashes before answering and starts again ``restart_ms`` later
 
 A cluster target adds the actions of :data:`CLUSTER_ACTIONS` (crash or shut down broker N, move
 a leader, isolate a broker from the others or from the clients, slow a follower); a target says
@@ -30,7 +34,8 @@ from typing import Any, Protocol
 
 from bench.chaos.history import OK, UNKNOWN, History
 
-SINGLE_BROKER_ACTIONS = ("crash", "restart-dirty", "restart-clean", "drop-produce", "drop-txn", "delay")
+SINGLE_BROKER_ACTIONS = ("crash", "restart-dirty", "restart-clean", "drop-produce", "drop-txn", "delay",
+                         "error-after", "crash-on-produce", "crash-on-txn")
 #: what a multi-broker target will add; :class:`ClusterControls` is the interface they need
 CLUSTER_ACTIONS = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
                    "isolate-from-clients", "slow-follower")
@@ -86,8 +91,10 @@ def schedule(seed: int, seconds: float, actions: tuple[str, ...], interval: floa
         if t + duration > seconds - quiet_end:
             return out
         params: dict[str, Any] = {}
-        if action in ("drop-produce", "drop-txn"):
+        if action in ("drop-produce", "drop-txn", "error-after"):
             params["n"] = rng.randint(1, 3)
+        elif action in ("crash-on-produce", "crash-on-txn"):
+            params["restart_ms"] = rng.choice([100, 300, 1000])
         elif action == "delay":
             params["delay_ms"] = rng.choice([50, 200, 500, 1500])
         out.append(Fault(round(t, 2), action, duration, params))
@@ -116,6 +123,11 @@ class SingleBroker:
             return faults.drop_response(api=TXN_APIS, trigger="next", n=fault.params["n"])
         elif fault.action == "delay":
             return faults.delay(fault.params["delay_ms"], trigger="always")
+        elif fault.action == "error-after":
+            return faults.error_after("NOT_LEADER_OR_FOLLOWER", api="Produce", trigger="next", n=fault.params["n"])
+        elif fault.action in ("crash-on-produce", "crash-on-txn"):
+            api = "Produce" if fault.action == "crash-on-produce" else TXN_APIS
+            return faults.crash(restart_after_ms=fault.params["restart_ms"], api=api, trigger="once")
         else:
             raise ValueError(f"a single broker has no fault {fault.action!r}")
         return None
@@ -128,7 +140,15 @@ class SingleBroker:
         if handle is None:
             return "done"
         self.kafka.faults.remove(handle)
+        if fault.action.startswith("crash-on"):
+            self._until_running(fault.params["restart_ms"] / 1000 + 10)
         return f"fired on {handle.fired} request(s)"
+
+    def _until_running(self, seconds: float) -> None:
+        """Wait for a crash rule's own restart (bounded), so the next fault finds the broker up."""
+        deadline = time.monotonic() + seconds
+        while not self.kafka.running and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def heal(self) -> None:
         self.kafka.faults.clear()
