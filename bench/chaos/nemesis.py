@@ -104,7 +104,7 @@ def schedule(seed: int, seconds: float, actions: tuple[str, ...], interval: floa
 class SingleBroker:
     """The faults of one :class:`~minikafka.testkit.MiniKafka` broker (see the module doc)."""
 
-    actions = SINGLE_BROKER_ACTIONS
+    actions: tuple[str, ...] = SINGLE_BROKER_ACTIONS
 
     def __init__(self, kafka: Any) -> None:
         self.kafka = kafka

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from bench.chaos.history import OK, UNKNOWN, History, Rec, tp_key
-from bench.chaos.workload import CLIENT_CONFIG, GroupMember
+from bench.chaos.workload import CLIENT_CONFIG, GroupMember, received
 
 
 class GroupReader(GroupMember):
@@ -51,7 +51,7 @@ class KafkaPythonReader(GroupReader):
 
         reader = self
 
-        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        class Listener(ConsumerRebalanceListener):
             def on_partitions_revoked(self, revoked: Any) -> None:
                 reader.session += 1
 
@@ -130,9 +130,11 @@ def drain(bootstrap: str, topic: str, partitions: int, history: History, isolati
             for m in messages:
                 error = m.error()
                 if error is None:
-                    reads.append(Rec(m.topic(), m.partition(), m.value().decode(), m.offset()))
-                elif error.code() == KafkaError._PARTITION_EOF and m.offset() >= ends[m.partition()]:
-                    done.add(m.partition())
+                    reads.append(received(m))
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    eof = received(m)
+                    if eof.offset is not None and eof.offset >= ends[eof.partition]:
+                        done.add(eof.partition)
             history.record(index, start, process, "poll", OK, reads=tuple(reads), isolation=isolation,
                            session=1)
     finally:

@@ -46,8 +46,8 @@ class Result:
 def processes(bootstrap: str, topic: str, partitions: int, history: History, seed: int,
               run_id: str) -> tuple[list[Process], list[Process]]:
     """The workload's writers and group readers (light: a few clients, small values)."""
-    common = dict(bootstrap=bootstrap, topic=topic, partitions=partitions, history=history, seed=seed,
-                  run_id=run_id)
+    common: dict[str, Any] = dict(bootstrap=bootstrap, topic=topic, partitions=partitions, history=history,
+                                  seed=seed, run_id=run_id)
     writers: list[Process] = [
         IdempotentWriter("w0", pace=0.05, **common),
         KafkaPythonWriter("w1", pace=0.1, **common),

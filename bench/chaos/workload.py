@@ -24,7 +24,7 @@ import threading
 import traceback
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from bench.chaos.history import FAILED, OK, UNKNOWN, History, Rec, tp_key
 
@@ -35,6 +35,12 @@ from bench.chaos.history import FAILED, OK, UNKNOWN, History, Rec, tp_key
 CLIENT_CONFIG: dict[str, Any] = {"log_level": 2, "socket.connection.setup.timeout.ms": 5000,
                                  "reconnect.backoff.max.ms": 500, "metadata.recovery.strategy": "none"}
 TXN_TIMEOUT_MS = 10_000
+
+
+def received(message: Message) -> Rec:
+    """The record a confluent-kafka consumer received."""
+    return Rec(message.topic() or "", message.partition() or 0, (message.value() or b"").decode(),
+               message.offset())
 
 
 class Process:
@@ -291,8 +297,7 @@ class GroupMember(Process):
     def poll(self, consumer: Consumer, most: int) -> tuple[Rec, ...]:
         index, start = self.history.begin()
         messages = consumer.consume(most, 0.5)
-        reads = tuple(Rec(m.topic(), m.partition(), m.value().decode(), m.offset())
-                      for m in messages if m.error() is None)
+        reads = tuple(received(m) for m in messages if m.error() is None)
         self.history.record(index, start, self.name, "poll", OK, reads=reads, isolation=self.isolation,
                             group=self.group, session=self.session)
         return reads
