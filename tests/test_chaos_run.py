@@ -7,11 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from bench.chaos.__main__ import main
-from bench.chaos.history import Op, Rec, dump
-from bench.chaos.nemesis import SINGLE_BROKER_ACTIONS, SingleBroker, schedule
+from bench.chaos.history import History, Op, Rec, dump
+from bench.chaos.nemesis import SINGLE_BROKER_ACTIONS, Fault, SingleBroker, schedule
 from bench.chaos.run import report, run
+from bench.chaos.workload import CLIENT_CONFIG, IdempotentWriter, Process
 from minikafka.testkit import MiniKafka
 
 SEED = 70
@@ -44,6 +46,33 @@ def test_short_run_under_faults_has_no_anomaly() -> None:
     assert len(rules) == 3 and all(info.startswith("fired on ") and not info.startswith("fired on 0 ")
                                    for info in rules), text
     assert f"seed {SEED}" in text and "anomalies: 0" in text
+
+
+class RetryingWriter(IdempotentWriter):
+    """A producer that retries without idempotence: a lost answer makes it write the batch again."""
+
+    def _producer(self) -> Producer:
+        return Producer({**CLIENT_CONFIG, "bootstrap.servers": self.bootstrap, "enable.idempotence": False,
+                         "acks": "all", "linger.ms": 2, "message.timeout.ms": 20000})
+
+
+def retrying_workload(bootstrap: str, topic: str, partitions: int, history: History, seed: int,
+                      run_id: str) -> tuple[list[Process], list[Process]]:
+    return [RetryingWriter("p0", bootstrap, topic, partitions, history, seed, pace=0.05, run_id=run_id)], []
+
+
+def test_the_run_finds_what_a_producer_without_idempotence_writes_twice() -> None:
+    """The whole chain can fail: real retries of a non-idempotent producer, whose answers the
+    broker loses, are found as duplicates in the history."""
+    lost_answers = [Fault(1.0, "drop-produce", 3.0, {"n": 3})]
+    with MiniKafka() as kafka:
+        result = run(kafka.bootstrap, 5.0, SEED, SingleBroker(kafka), faults=lost_answers,
+                     workload=retrying_workload)
+    assert result.applied == [(lost_answers[0], "fired on 3 request(s)")]
+    duplicates = [a for a in result.anomalies if a.kind == "duplicate"]
+    assert duplicates, report(result)
+    by_index = {op.index: op for op in result.ops}
+    assert all(by_index[i].process in ("p0", "drain-rc", "drain-ru") for a in duplicates for i in a.ops)
 
 
 def test_more_brokers_are_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -68,16 +68,21 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication: int) 
         future.result(30)
 
 
+Workload = Callable[[str, str, int, History, int, str], tuple[list[Process], list[Process]]]
+
+
 def run(bootstrap: str, seconds: float, seed: int, target: Target | None = None, partitions: int = 3,
-        replication: int = 1, interval: float = 4.0, log: Callable[[str], Any] = lambda _: None) -> Result:
+        replication: int = 1, interval: float = 4.0, log: Callable[[str], Any] = lambda _: None,
+        faults: list[Fault] | None = None, workload: Workload = processes) -> Result:
     """Run the workload against ``bootstrap`` for ``seconds``, with the nemesis on ``target``
-    (none when None), then drain and check."""
+    (none when None) following the seed's schedule (or ``faults``), then drain and check."""
     run_id = f"{seed}-{uuid.uuid4().hex[:6]}"
     topic = f"chaos-{run_id}"
     history = History()
     create_topic(bootstrap, topic, partitions, replication)
-    faults = schedule(seed, seconds, target.actions, interval) if target is not None else []
-    writers, readers = processes(bootstrap, topic, partitions, history, seed, run_id)
+    if faults is None:
+        faults = schedule(seed, seconds, target.actions, interval) if target is not None else []
+    writers, readers = workload(bootstrap, topic, partitions, history, seed, run_id)
     for process in readers + writers:
         process.start()
     nemesis = Nemesis(target, faults, history) if target is not None else None
