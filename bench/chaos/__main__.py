@@ -13,13 +13,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
 from bench.chaos import checker
 from bench.chaos.history import dump, load
 from bench.chaos.run import report, run
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=(
+        "Run the chaos workload (with the nemesis on an in-process broker, or against any --bootstrap "
+        "without one), check the history and print the report; exit 1 on anomalies."))
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the workload runs (default 60)")
     parser.add_argument("--seed", type=int, default=1, help="seeds the fault schedule and the clients' choices")
     parser.add_argument("--bootstrap", help="run against this broker, without the nemesis")
@@ -39,8 +43,12 @@ def main(argv: list[str] | None = None) -> int:
         print("--seconds and --partitions must be positive", file=sys.stderr)
         return 2
     if args.bootstrap:
-        result = run(args.bootstrap, args.seconds, args.seed, None, args.partitions, args.replication_factor,
-                     log=_log)
+        try:
+            result = run(args.bootstrap, args.seconds, args.seed, None, args.partitions, args.replication_factor,
+                         log=_log)
+        except KafkaException as exc:  # the topic could not be created: no broker there, or it refused
+            print(f"--bootstrap {args.bootstrap}: {exc.args[0]}", file=sys.stderr)
+            return 3
     else:
         from bench.chaos.nemesis import SingleBroker
         from minikafka.testkit import MiniKafka

@@ -63,8 +63,8 @@ def processes(bootstrap: str, topic: str, partitions: int, history: History, see
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
-    for future in admin.create_topics([NewTopic(topic, partitions, replication)]).values():
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    for future in admin.create_topics([NewTopic(topic, partitions, replication)], request_timeout=15).values():
         future.result(30)
 
 
