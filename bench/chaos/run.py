@@ -113,7 +113,9 @@ def report(result: Result, show_ops: int = 6) -> str:
     for (kind, outcome), count in sorted(result.counts().items()):
         lines.append(f"  {kind:7} {outcome:8} {count}")
     lines.append("records: " + ", ".join(f"{k} {v}" for k, v in sorted(result.records().items())))
-    lines.append(f"faults injected ({len(result.applied)}):")
+    by_action = Counter(fault.action for fault, _ in result.applied)
+    lines.append(f"faults injected ({len(result.applied)}): "
+                 + ", ".join(f"{action} {count}" for action, count in sorted(by_action.items())))
     lines += [f"  {fault.describe()}: {info}" for fault, info in result.applied]
     if not result.drained:
         lines.append("WARNING: the drain did not reach the end of every partition; lost writes may be unread")
