@@ -1,6 +1,6 @@
 """A short seeded chaos run against one in-process broker, its nemesis restarting it, crashing it
 right after it handled a transaction request, losing answers, answering errors after the append
-and delaying answers: real clients, zero anomalies in the history."""
+and delaying answers (seed 360): real clients, zero anomalies in the history."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from bench.chaos.run import report, run
 from bench.chaos.workload import CLIENT_CONFIG, IdempotentWriter, Process
 from minikafka.testkit import MiniKafka
 
-SEED = 70
+SEED = 360
 SECONDS = 25.0
 INTERVAL = 2.5
 
@@ -25,7 +25,7 @@ def test_schedule_is_the_seeds() -> None:
     first = schedule(SEED, SECONDS, SINGLE_BROKER_ACTIONS, INTERVAL)
     assert first == schedule(SEED, SECONDS, SINGLE_BROKER_ACTIONS, INTERVAL)
     assert first != schedule(SEED + 1, SECONDS, SINGLE_BROKER_ACTIONS, INTERVAL)
-    assert {"restart-dirty", "crash-on-txn", "drop-txn", "error-after", "delay"} <= {f.action for f in first}
+    assert {"restart-dirty", "crash", "crash-on-txn", "drop-txn", "error-after", "delay"} <= {f.action for f in first}
     assert all(a.at + a.duration < b.at for a, b in zip(first, first[1:], strict=False))
 
 

@@ -8,6 +8,8 @@ A fault acts on a :class:`Target`. :class:`SingleBroker` is one in-process broke
 (:class:`minikafka.testkit.MiniKafka`), with the faults one broker has:
 
 ``crash``          crash (nothing flushed, no clean-shutdown marker), stay down, start again
+``outage``         the same, down 6–12 s: past the clients' transaction timeout (10 s), so
+                   transactions fail and time out, and sends may end unknown
 ``restart-dirty``  ``restart(clean=False)``: crash and recover at once
 ``restart-clean``  a clean restart (flush, snapshot, marker)
 ``drop-produce``   the next Produce requests are appended and their answers lost
@@ -34,7 +36,7 @@ from typing import Any, Protocol
 
 from bench.chaos.history import OK, UNKNOWN, History
 
-SINGLE_BROKER_ACTIONS = ("crash", "restart-dirty", "restart-clean", "drop-produce", "drop-txn", "delay",
+SINGLE_BROKER_ACTIONS = ("crash", "outage", "restart-dirty", "restart-clean", "drop-produce", "drop-txn", "delay",
                          "error-after", "crash-on-produce", "crash-on-txn")
 #: what a multi-broker target will add; :class:`ClusterControls` is the interface they need
 CLUSTER_ACTIONS = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
@@ -87,7 +89,7 @@ def schedule(seed: int, seconds: float, actions: tuple[str, ...], interval: floa
     t = quiet_start + rng.uniform(0, interval / 2)
     while True:
         action = rng.choice(actions)
-        duration = round(rng.uniform(0.3, min(3.0, interval * 0.6)), 2)
+        duration = round(rng.uniform(6.0, 12.0) if action == "outage" else rng.uniform(0.3, min(3.0, interval * 0.6)), 2)
         if t + duration > seconds - quiet_end:
             return out
         params: dict[str, Any] = {}
@@ -111,7 +113,7 @@ class SingleBroker:
 
     def apply(self, fault: Fault) -> Any:
         faults = self.kafka.faults
-        if fault.action == "crash":
+        if fault.action in ("crash", "outage"):
             self.kafka.crash()
         elif fault.action == "restart-dirty":
             self.kafka.restart(clean=False)
@@ -134,7 +136,7 @@ class SingleBroker:
 
     def undo(self, fault: Fault, handle: Any) -> str:
         """Undo the fault; a line on what it did (how many requests a rule hit)."""
-        if fault.action == "crash":
+        if fault.action in ("crash", "outage"):
             self.kafka.start_again()
             return "down and started again"
         if handle is None:
