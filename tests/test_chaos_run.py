@@ -13,7 +13,7 @@ from bench.chaos.__main__ import main
 from bench.chaos.history import History, Op, Rec, dump
 from bench.chaos.nemesis import SINGLE_BROKER_ACTIONS, Fault, SingleBroker, schedule
 from bench.chaos.run import report, run
-from bench.chaos.workload import CLIENT_CONFIG, IdempotentWriter, Process
+from bench.chaos.workload import CLIENT_CONFIG, IdempotentWriter, Process, _Transactions
 from minikafka.testkit import MiniKafka
 
 SEED = 360
@@ -73,6 +73,26 @@ def test_the_run_finds_what_a_producer_without_idempotence_writes_twice() -> Non
     assert duplicates, report(result)
     by_index = {op.index: op for op in result.ops}
     assert all(by_index[i].process in ("p0", "drain-rc", "drain-ru") for a in duplicates for i in a.ops)
+
+
+class Idle(Process):
+    def run(self) -> None: ...
+
+
+def test_a_fenced_transactional_writer_carries_on_with_a_new_producer() -> None:
+    """A fenced producer raises its fatal error from every ``poll``; the writer records the
+    transaction as unknown and the next one runs on a new producer (fencing the old)."""
+    with MiniKafka() as kafka:
+        topic = kafka.new_topic(partitions=1)
+        txns = _Transactions(Idle("t9", kafka.bootstrap, topic, 1, History(), SEED, 0.0), "fenced")
+        intruder = Producer({**CLIENT_CONFIG, "bootstrap.servers": kafka.bootstrap, "transactional.id": "fenced"})
+        intruder.init_transactions(10)
+        outcome, _, info = txns.run([Rec(topic, 0, "t9-1")], abort=False)
+        assert outcome in ("unknown", "failed") and "fenced" in info
+        outcome, written, info = txns.run([Rec(topic, 0, "t9-2")], abort=False)
+        assert (outcome, info) == ("ok", "") and written[0].offset is not None
+        records = kafka.records(topic)
+        assert len(records) == 2 and records[0].value == b"t9-2"  # t9-1 never written; t9-2 and its marker
 
 
 def test_more_brokers_are_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,7 @@ import random
 import sys
 import threading
 import traceback
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -41,6 +42,16 @@ def received(message: Message) -> Rec:
     """The record a confluent-kafka consumer received."""
     return Rec(message.topic() or "", message.partition() or 0, (message.value() or b"").decode(),
                message.offset())
+
+
+def served_reports(producer: Producer) -> bool:
+    """Serve the producer's delivery reports; False if it has failed for good (``poll`` raises
+    a producer's fatal error, such as being fenced, every time it is called)."""
+    try:
+        producer.poll(0)
+        return True
+    except KafkaException:
+        return False
 
 
 class Process:
@@ -81,8 +92,9 @@ class Process:
     def _guarded(self) -> None:
         try:
             self.run()
-        except Exception as exc:  # a client that dies ends its process; the report shows why
-            self.errors.append(repr(exc))
+        except Exception as exc:  # a client that dies ends its process; the report shows why and where
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            self.errors.append(f"{exc!r} at {Path(frame.filename).name}:{frame.lineno}")
 
     def run(self) -> None:
         raise NotImplementedError
@@ -106,10 +118,9 @@ class IdempotentWriter(Process):
                                      on_delivery=self._report(index, pending))
                 except (BufferError, KafkaException) as exc:
                     self._settle(index, pending, UNKNOWN, None, repr(exc))
-            producer.poll(0)
+            served = served_reports(producer)
             self.stopping.wait(self.pace)
-            producer.poll(0)
-            if any(err for err in self.errors if "fatal" in err):
+            if not (served and served_reports(producer)) or any("fatal" in err for err in self.errors):
                 producer = self._replace(producer, pending)
         producer.flush(30)
         for index in list(pending):
@@ -176,7 +187,7 @@ class _Transactions:
     def __init__(self, process: Process, txn_id: str) -> None:
         self.process = process
         self.txn_id = txn_id
-        self.producer = self._new()
+        self.producer: Producer | None = self._new()
 
     def _new(self) -> Producer:
         producer = Producer({**CLIENT_CONFIG, "bootstrap.servers": self.process.bootstrap,
@@ -186,14 +197,13 @@ class _Transactions:
         return producer
 
     def _init(self, producer: Producer) -> None:
-        for _ in range(10):
+        for attempt in range(10):
             try:
                 producer.init_transactions(10)
                 return
             except KafkaException as exc:
-                if not exc.args[0].retriable() or self.process.stopping.is_set():
+                if attempt == 9 or not exc.args[0].retriable() or self.process.stopping.is_set():
                     raise
-        raise RuntimeError(f"{self.txn_id}: init_transactions kept failing")
 
     def run(self, writes: list[Rec], abort: bool, offsets: list[TopicPartition] | None = None,
             group_metadata: Any = None) -> tuple[str, tuple[Rec, ...], str]:
@@ -205,54 +215,62 @@ class _Transactions:
             if err is None:
                 delivered[msg.value().decode()] = msg.offset()
 
+        if self.producer is None:  # the last one failed for good: a new one, which fences it
+            try:
+                self.producer = self._new()
+            except KafkaException as exc:
+                return FAILED, tuple(writes), f"no producer: {exc.args[0]}"  # nothing was sent
+        producer = self.producer
         try:
-            self.producer.begin_transaction()
+            producer.begin_transaction()
             for rec in writes:
-                self.producer.produce(rec.topic, value=rec.value.encode(), partition=rec.partition,
-                                      on_delivery=on_delivery)
+                producer.produce(rec.topic, value=rec.value.encode(), partition=rec.partition,
+                                 on_delivery=on_delivery)
             if offsets is not None:
-                self.producer.send_offsets_to_transaction(offsets, group_metadata, 10)
+                producer.send_offsets_to_transaction(offsets, group_metadata, 10)
             if abort:
-                self.producer.flush(10)
-                self.producer.abort_transaction(10)
+                producer.flush(10)
+                producer.abort_transaction(10)
                 return FAILED, self._with_offsets(writes, delivered), "aborted on purpose"
-            self._commit()
+            self._commit(producer)
             return OK, self._with_offsets(writes, delivered), ""
         except KafkaException as exc:
             error = exc.args[0]
-            info = str(error)
-            self.producer.poll(0)
-            outcome = self._recover(error)
-            return outcome, self._with_offsets(writes, delivered), info
+            served_reports(producer)
+            return self._recover(producer, error), self._with_offsets(writes, delivered), str(error)
 
-    def _commit(self) -> None:
+    @staticmethod
+    def _commit(producer: Producer) -> None:
         for attempt in range(5):
             try:
-                self.producer.commit_transaction(10)
+                producer.commit_transaction(10)
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable() or attempt == 4:
                     raise
 
-    def _recover(self, error: KafkaError) -> str:
+    def _recover(self, producer: Producer, error: KafkaError) -> str:
         """Abort after a failed transaction if the client allows it: ``failed`` if the abort went
-        through (nothing of it is visible), else ``unknown`` (and a new producer takes over)."""
+        through (nothing of it is visible), else ``unknown``, and the next transaction starts a
+        new producer (which fences this one; its open transaction gets aborted)."""
         if not error.fatal():
             try:
-                self.producer.abort_transaction(10)
+                producer.abort_transaction(10)
                 return FAILED
             except KafkaException:
                 pass
-        self.producer.flush(1)
-        self.producer = self._new()  # fences the old instance; the open transaction gets aborted
+        producer.flush(1)
+        self.producer = None
         return UNKNOWN
 
     @staticmethod
     def _with_offsets(writes: list[Rec], delivered: dict[str, int]) -> tuple[Rec, ...]:
+        """The writes with the offsets their delivery reports gave."""
         return tuple(Rec(r.topic, r.partition, r.value, delivered.get(r.value)) for r in writes)
 
     def close(self) -> None:
-        self.producer.flush(5)
+        if self.producer is not None:
+            self.producer.flush(5)
 
 
 class TxnWriter(Process):
