@@ -221,6 +221,7 @@ class _Transactions:
             except KafkaException as exc:
                 return FAILED, tuple(writes), f"no producer: {exc.args[0]}"  # nothing was sent
         producer = self.producer
+        errors: list[str] = []  # what went wrong on the way, for the history
         try:
             producer.begin_transaction()
             for rec in writes:
@@ -232,15 +233,17 @@ class _Transactions:
                 producer.flush(10)
                 producer.abort_transaction(10)
                 return FAILED, self._with_offsets(writes, delivered), "aborted on purpose"
-            self._commit(producer)
-            return OK, self._with_offsets(writes, delivered), ""
+            self._commit(producer, errors)
+            return OK, self._with_offsets(writes, delivered), "; ".join(errors)
         except KafkaException as exc:
-            error = exc.args[0]
+            errors.append(str(exc.args[0]))
             served_reports(producer)
-            return self._recover(producer, error), self._with_offsets(writes, delivered), str(error)
+            outcome = self._recover(producer, exc.args[0], errors)
+            return outcome, self._with_offsets(writes, delivered), "; ".join(errors)
 
     @staticmethod
-    def _commit(producer: Producer) -> None:
+    def _commit(producer: Producer, errors: list[str]) -> None:
+        """Commit, retrying a retriable failure (as librdkafka asks: not abort) a few times."""
         for attempt in range(5):
             try:
                 producer.commit_transaction(10)
@@ -248,8 +251,9 @@ class _Transactions:
             except KafkaException as exc:
                 if not exc.args[0].retriable() or attempt == 4:
                     raise
+                errors.append(f"commit retried: {exc.args[0]}")
 
-    def _recover(self, producer: Producer, error: KafkaError) -> str:
+    def _recover(self, producer: Producer, error: KafkaError, errors: list[str]) -> str:
         """Abort after a failed transaction if the client allows it: ``failed`` if the abort went
         through (nothing of it is visible), else ``unknown``, and the next transaction starts a
         new producer (which fences this one; its open transaction gets aborted)."""
@@ -257,8 +261,8 @@ class _Transactions:
             try:
                 producer.abort_transaction(10)
                 return FAILED
-            except KafkaException:
-                pass
+            except KafkaException as exc:
+                errors.append(f"abort failed: {exc.args[0]}")
         producer.flush(1)
         self.producer = None
         return UNKNOWN
