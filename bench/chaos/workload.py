@@ -44,11 +44,12 @@ def received(message: Message) -> Rec:
                message.offset())
 
 
-def served_reports(producer: Producer) -> bool:
-    """Serve the producer's delivery reports; False if it has failed for good (``poll`` raises
-    a producer's fatal error, such as being fenced, every time it is called)."""
+def served_reports(producer: Producer, flush_seconds: float | None = None) -> bool:
+    """Serve the producer's delivery reports (flushing for up to ``flush_seconds``); False if it
+    has failed for good (``poll`` and ``flush`` raise a producer's fatal error, such as being
+    fenced, every time they are called)."""
     try:
-        producer.poll(0)
+        producer.poll(0) if flush_seconds is None else producer.flush(flush_seconds)
         return True
     except KafkaException:
         return False
@@ -122,7 +123,7 @@ class IdempotentWriter(Process):
             self.stopping.wait(self.pace)
             if not (served and served_reports(producer)) or any("fatal" in err for err in self.errors):
                 producer = self._replace(producer, pending)
-        producer.flush(30)
+        served_reports(producer, 30)
         for index in list(pending):
             self._settle(index, pending, UNKNOWN, None, "not delivered when the run ended")
 
@@ -132,7 +133,7 @@ class IdempotentWriter(Process):
 
     def _replace(self, producer: Producer, pending: dict[int, tuple[float, Rec]]) -> Producer:
         """After a fatal error a new producer (a new producer id) takes over."""
-        producer.flush(5)
+        served_reports(producer, 5)
         for index in list(pending):
             self._settle(index, pending, UNKNOWN, None, "producer replaced after a fatal error")
         self.errors[:] = [e for e in self.errors if "fatal" not in e]
@@ -263,8 +264,7 @@ class _Transactions:
                 return FAILED
             except KafkaException as exc:
                 errors.append(f"abort failed: {exc.args[0]}")
-        producer.flush(1)
-        self.producer = None
+        self.producer = None  # not flushed: a failed producer raises its fatal error from flush too
         return UNKNOWN
 
     @staticmethod
@@ -274,7 +274,7 @@ class _Transactions:
 
     def close(self) -> None:
         if self.producer is not None:
-            self.producer.flush(5)
+            served_reports(self.producer, 5)
 
 
 class TxnWriter(Process):
