@@ -13,7 +13,7 @@ from bench.chaos.__main__ import main
 from bench.chaos.history import History, Op, Rec, dump
 from bench.chaos.nemesis import SINGLE_BROKER_ACTIONS, Fault, SingleBroker, schedule
 from bench.chaos.run import report, run
-from bench.chaos.workload import CLIENT_CONFIG, IdempotentWriter, Process, _Transactions
+from bench.chaos.workload import CLIENT_CONFIG, IdempotentWriter, Process, Transactions
 from minikafka.testkit import MiniKafka
 
 SEED = 360
@@ -84,7 +84,7 @@ def test_a_fenced_transactional_writer_carries_on_with_a_new_producer() -> None:
     transaction as unknown and the next one runs on a new producer (fencing the old)."""
     with MiniKafka() as kafka:
         topic = kafka.new_topic(partitions=1)
-        txns = _Transactions(Idle("t9", kafka.bootstrap, topic, 1, History(), SEED, 0.0), "fenced")
+        txns = Transactions(Idle("t9", kafka.bootstrap, topic, 1, History(), SEED, 0.0), "fenced")
         intruder = Producer({**CLIENT_CONFIG, "bootstrap.servers": kafka.bootstrap, "transactional.id": "fenced"})
         intruder.init_transactions(10)
         outcome, _, info = txns.run([Rec(topic, 0, "t9-1")], abort=False)

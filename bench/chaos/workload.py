@@ -182,7 +182,7 @@ class KafkaPythonWriter(Process):
             producer.close(5)
 
 
-class _Transactions:
+class Transactions:
     """One confluent-kafka transactional producer and how each transaction ended."""
 
     def __init__(self, process: Process, txn_id: str) -> None:
@@ -283,7 +283,7 @@ class TxnWriter(Process):
     abort_rate = 0.2
 
     def run(self) -> None:
-        txns = _Transactions(self, f"chaos-{self.run_id}-{self.name}")
+        txns = Transactions(self, f"chaos-{self.run_id}-{self.name}")
         try:
             while not self.stopping.is_set():
                 count = self.rng.randint(1, 4)
@@ -341,7 +341,7 @@ class TransformWriter(GroupMember):
 
     def run(self) -> None:
         consumer = self.subscribed()
-        txns = _Transactions(self, f"chaos-{self.run_id}-{self.name}")
+        txns = Transactions(self, f"chaos-{self.run_id}-{self.name}")
         try:
             while not self.stopping.is_set():
                 reads = self.poll(consumer, 20)
@@ -351,7 +351,7 @@ class TransformWriter(GroupMember):
             txns.close()
             consumer.close()
 
-    def _transform(self, consumer: Consumer, txns: _Transactions, reads: tuple[Rec, ...]) -> None:
+    def _transform(self, consumer: Consumer, txns: Transactions, reads: tuple[Rec, ...]) -> None:
         positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
         offsets = {tp_key(tp.topic, tp.partition): tp.offset for tp in positions}
         write = Rec(self.topic, self.rng.randrange(self.partitions), self.next_value())
