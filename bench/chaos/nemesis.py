@@ -1,0 +1,198 @@
+"""The nemesis: faults on a seeded random schedule, driven through minikafka's controls.
+
+The schedule is drawn up front from the seed alone (:func:`schedule`), so a run's faults are
+reproduced by its seed and printed in its report; what the clients happen to be doing when a
+fault lands depends on timing and is not reproduced.
+
+A fault acts on a :class:`Target`. :class:`SingleBroker` is one in-process broker
+(:class:`minikafka.testkit.MiniKafka`), with the faults one broker has:
+
+``crash``          crash (nothing flushed, no clean-shutdown marker), stay down, start again
+``outage``         the same, down 6–12 s: past the clients' transaction timeout (10 s), so
+                   transactions fail and time out, and sends may end unknown
+``restart-dirty``  ``restart(clean=False)``: crash and recover at once
+``restart-clean``  a clean restart (flush, snapshot, marker)
+``drop-produce``   the next Produce requests are appended and their answers lost
+``drop-txn``       the next AddPartitionsToTxn / TxnOffsetCommit / EndTxn / AddOffsetsToTxn
+                   requests are handled and their answers lost
+``delay``          every answer held back ``delay_ms`` for a while
+``error-after``    the next Produce requests are appended, then answered NOT_LEADER_OR_FOLLOWER
+``crash-on-produce``, ``crash-on-txn``
+                   the next Produce (or transaction API) request is handled, then the broker
+                   crashes before answering and starts again ``restart_ms`` later
+
+A cluster target adds the actions of :data:`CLUSTER_ACTIONS` (crash or shut down broker N, move
+a leader, isolate a broker from the others or from the clients, slow a follower); a target says
+which actions it supports, and the schedule draws only from those.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bench.chaos.history import OK, UNKNOWN, History
+
+SINGLE_BROKER_ACTIONS = ("crash", "outage", "restart-dirty", "restart-clean", "drop-produce", "drop-txn", "delay",
+                         "error-after", "crash-on-produce", "crash-on-txn")
+#: what a multi-broker target will add; :class:`ClusterControls` is the interface they need
+CLUSTER_ACTIONS = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
+                   "isolate-from-clients", "slow-follower")
+TXN_APIS = ["AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scheduled fault: ``at`` seconds into the run, held for ``duration`` seconds."""
+
+    at: float
+    action: str
+    duration: float
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        extra = "".join(f" {k}={v}" for k, v in sorted(self.params.items()))
+        return f"t={self.at:6.2f}s {self.action} for {self.duration:.2f}s{extra}"
+
+
+class Target(Protocol):
+    """What the nemesis drives: each action applied, and undone after its duration."""
+
+    actions: tuple[str, ...]
+
+    def apply(self, fault: Fault) -> Any: ...
+    def undo(self, fault: Fault, handle: Any) -> str: ...
+    def heal(self) -> None: ...
+
+
+class ClusterControls(Protocol):
+    """The controls a multi-broker minikafka must offer for :data:`CLUSTER_ACTIONS` (not built yet)."""
+
+    def crash_broker(self, node: int) -> None: ...
+    def start_broker(self, node: int) -> None: ...
+    def controlled_shutdown(self, node: int) -> None: ...
+    def move_leader(self, topic: str, partition: int, to_node: int) -> None: ...
+    def isolate(self, node: int, from_clients: bool) -> None: ...
+    def slow_follower(self, node: int, delay_ms: int) -> None: ...
+    def heal(self) -> None: ...
+
+
+def schedule(seed: int, seconds: float, actions: tuple[str, ...], interval: float = 4.0,
+             quiet_start: float = 2.0, quiet_end: float = 3.0) -> list[Fault]:
+    """Faults drawn from ``seed``: one every ``interval`` seconds on average, none in the first
+    ``quiet_start`` or last ``quiet_end`` seconds, each over before the next begins."""
+    rng = random.Random(f"nemesis-{seed}")
+    out: list[Fault] = []
+    t = quiet_start + rng.uniform(0, interval / 2)
+    while True:
+        action = rng.choice(actions)
+        duration = round(rng.uniform(6.0, 12.0) if action == "outage" else rng.uniform(0.3, min(3.0, interval * 0.6)), 2)
+        if t + duration > seconds - quiet_end:
+            return out
+        params: dict[str, Any] = {}
+        if action in ("drop-produce", "drop-txn", "error-after"):
+            params["n"] = rng.randint(1, 3)
+        elif action in ("crash-on-produce", "crash-on-txn"):
+            params["restart_ms"] = rng.choice([100, 300, 1000])
+        elif action == "delay":
+            params["delay_ms"] = rng.choice([50, 200, 500, 1500])
+        out.append(Fault(round(t, 2), action, duration, params))
+        t += duration + rng.uniform(interval / 2, interval * 1.5)
+
+
+class SingleBroker:
+    """The faults of one :class:`~minikafka.testkit.MiniKafka` broker (see the module doc)."""
+
+    actions: tuple[str, ...] = SINGLE_BROKER_ACTIONS
+
+    def __init__(self, kafka: Any) -> None:
+        self.kafka = kafka
+
+    def apply(self, fault: Fault) -> Any:
+        faults = self.kafka.faults
+        if fault.action in ("crash", "outage"):
+            self.kafka.crash()
+        elif fault.action == "restart-dirty":
+            self.kafka.restart(clean=False)
+        elif fault.action == "restart-clean":
+            self.kafka.restart(clean=True)
+        elif fault.action == "drop-produce":
+            return faults.drop_response(api="Produce", trigger="next", n=fault.params["n"])
+        elif fault.action == "drop-txn":
+            return faults.drop_response(api=TXN_APIS, trigger="next", n=fault.params["n"])
+        elif fault.action == "delay":
+            return faults.delay(fault.params["delay_ms"], trigger="always")
+        elif fault.action == "error-after":
+            return faults.error_after("NOT_LEADER_OR_FOLLOWER", api="Produce", trigger="next", n=fault.params["n"])
+        elif fault.action in ("crash-on-produce", "crash-on-txn"):
+            api = "Produce" if fault.action == "crash-on-produce" else TXN_APIS
+            return faults.crash(restart_after_ms=fault.params["restart_ms"], api=api, trigger="once")
+        else:
+            raise ValueError(f"a single broker has no fault {fault.action!r}")
+        return None
+
+    def undo(self, fault: Fault, handle: Any) -> str:
+        """Undo the fault; a line on what it did (how many requests a rule hit)."""
+        if fault.action in ("crash", "outage"):
+            self.kafka.start_again()
+            return "down and started again"
+        if handle is None:
+            return "done"
+        self.kafka.faults.remove(handle)
+        if fault.action.startswith("crash-on"):
+            self._until_running(fault.params["restart_ms"] / 1000 + 10)
+        return f"fired on {handle.fired} request(s)"
+
+    def _until_running(self, seconds: float) -> None:
+        """Wait for a crash rule's own restart (bounded), so the next fault finds the broker up."""
+        deadline = time.monotonic() + seconds
+        while not self.kafka.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def heal(self) -> None:
+        self.kafka.faults.clear()
+        if not self.kafka.running:
+            self.kafka.start_again()
+
+
+class Nemesis:
+    """Runs a schedule against a target on its own thread, logging each fault as a ``fault`` op."""
+
+    def __init__(self, target: Target, faults: list[Fault], history: History) -> None:
+        self.target = target
+        self.faults = faults
+        self.history = history
+        self.applied: list[tuple[Fault, str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        self._origin = 0.0
+
+    def start(self) -> None:
+        self._origin = time.monotonic()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop drawing faults, undo the one in progress and heal everything."""
+        self._stop.set()
+        self._thread.join(120)
+        self.target.heal()
+
+    def _run(self) -> None:
+        for fault in self.faults:
+            if self._stop.wait(max(0.0, self._origin + fault.at - time.monotonic())):
+                return
+            index, start = self.history.begin()
+            outcome, info = UNKNOWN, ""
+            try:
+                handle = self.target.apply(fault)
+                self._stop.wait(fault.duration)
+                info = self.target.undo(fault, handle)
+                outcome = OK
+            except Exception as exc:  # the run goes on; the report shows the fault that failed
+                info = f"error: {exc!r}"
+            self.history.record(index, start, "nemesis", "fault", outcome,
+                                info=f"{fault.action} {fault.params or ''} {info}".strip())
+            self.applied.append((fault, info))
