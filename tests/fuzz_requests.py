@@ -36,6 +36,7 @@ from kafka.protocol.producer import (
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from minikafka.protocol.apis import ApiCodec, ApiKey
+from minikafka.protocol.consumer_group_apis import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from tests.kafka_wire import build_batch, produce_request
 
 ZERO = uuid.UUID(int=0)
@@ -149,6 +150,15 @@ def offset_for_leader_epoch(v: int, topic: str) -> Any:
         Topic.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])])
 
 
+def consumer_group_heartbeat(v: int, topic: str) -> Any:
+    """A join of a KIP-848 group (member ids are the client's from v1)."""
+    fields: dict[str, Any] = dict(group_id=f"{topic}-cg", member_id="fuzz-member", member_epoch=0,
+                                  rebalance_timeout_ms=1000, subscribed_topic_names=[topic], topic_partitions=[])
+    if v >= 1:
+        fields["subscribed_topic_regex"] = ""
+    return ConsumerGroupHeartbeatRequest[v](**fields)
+
+
 SPECIFIC: dict[ApiKey, Callable[[int, str], Any]] = {
     ApiKey.PRODUCE: lambda v, topic: produce_request(topic, 0, build_batch(value=b"fuzz-seed"), version=v),
     ApiKey.FETCH: fetch,
@@ -185,6 +195,9 @@ SPECIFIC: dict[ApiKey, Callable[[int, str], Any]] = {
     ApiKey.LIST_TRANSACTIONS:
         lambda v, topic: ListTransactionsRequest[v](state_filters=[], producer_id_filters=[],
                                                     duration_filter=-1),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE:
+        lambda v, topic: ConsumerGroupDescribeRequest[v](group_ids=[f"{topic}-cg"], include_authorized_operations=False),
 }
 
 #: The top-level error the requests above get where it is not NONE, per (API key, version): the

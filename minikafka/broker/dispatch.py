@@ -65,6 +65,8 @@ _HANDLER_MODULES: dict[ApiKey, str] = {
     ApiKey.DESCRIBE_PRODUCERS: "describe_producers",
     ApiKey.DESCRIBE_TRANSACTIONS: "describe_transactions",
     ApiKey.LIST_TRANSACTIONS: "list_transactions",
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: "consumer_group_heartbeat",
+    ApiKey.CONSUMER_GROUP_DESCRIBE: "consumer_group_describe",
 }
 
 

@@ -15,6 +15,7 @@ Kafka: ``GroupMetadataManager.storeGroup``'s error mapping and ``TransactionStat
 from __future__ import annotations
 
 import struct
+import uuid
 
 from minikafka.errors import ErrorCode, KafkaError
 
@@ -69,6 +70,34 @@ class Writer:
         self.buf += v
         return self
 
+    # Kafka's flexible encoding (the values of the KIP-848 group records): unsigned varints,
+    # compact strings and arrays (length + 1, 0 = null), raw UUIDs, tagged-field sections.
+
+    def uvarint(self, v: int) -> Writer:
+        while v >= 0x80:
+            self.buf.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.buf.append(v)
+        return self
+
+    def compact_string(self, v: str | None) -> Writer:
+        if v is None:
+            return self.uvarint(0)
+        data = v.encode("utf-8")
+        if len(data) > MAX_STRING:
+            raise RecordFormatError(f"string of {len(data)} bytes is too long for the record schema")
+        self.uvarint(len(data) + 1)
+        self.buf += data
+        return self
+
+    def uuid(self, v: uuid.UUID) -> Writer:
+        self.buf += v.bytes
+        return self
+
+    def no_tags(self) -> Writer:
+        """An empty tagged-field section."""
+        return self.uvarint(0)
+
 
 class Reader:
     """Reads one key or value front to back; :class:`RecordFormatError` when it ends early."""
@@ -114,6 +143,44 @@ class Reader:
     def bytes_(self) -> bytes:
         n = self.i32()
         return b"" if n == -1 else self.take(n)
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            byte = self.take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise RecordFormatError("varint is too long")
+
+    def compact_length(self) -> int:
+        """The length of a compact string or array; -1 for null."""
+        n = self.uvarint() - 1
+        if n > len(self.data) - self.pos:
+            raise RecordFormatError("record ends early")
+        return n
+
+    def compact_string(self) -> str | None:
+        n = self.compact_length()
+        if n == -1:
+            return None
+        try:
+            return self.take(n).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordFormatError("string is not UTF-8") from exc
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self.take(16))
+
+    def tags(self) -> dict[int, bytes]:
+        """A tagged-field section: tag -> raw value."""
+        out = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            out[tag] = self.take(self.uvarint())
+        return out
 
 
 def encodable(text: str | None) -> bool:

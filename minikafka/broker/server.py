@@ -155,7 +155,7 @@ class Broker:
         # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
         offset_stores = OffsetStore.factory(self.logs, self.config, "offsets.topic.segment.bytes", self.clock,
                                             self.flusher)
-        self.groups = GroupCoordinator(self.config, offset_stores, lambda: self.clock())
+        self.groups = GroupCoordinator(self.config, offset_stores, lambda: self.clock(), topics=self.logs.topics)
         coordinates = self.cluster is None or self.cluster.coordinator_node() == self.node_id
         if coordinates:  # in a cluster, one broker coordinates every group and transactional id
             await self.groups.start()

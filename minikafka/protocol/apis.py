@@ -59,6 +59,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,9 @@ _CODECS: list[tuple[ApiKey, str, int, int, str]] = [
     (ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0, "kafka.protocol.admin"),
     (ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, "kafka.protocol.admin"),
     (ApiKey.LIST_TRANSACTIONS, "ListTransactions", 0, 1, "kafka.protocol.admin"),
+    # KIP-848 consumer groups; kafka-python has no classes for them (minikafka.protocol.schemas)
+    (ApiKey.CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1, "minikafka.protocol.consumer_group_apis"),
+    (ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1, "minikafka.protocol.consumer_group_apis"),
 ]
 
 

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from minikafka.broker.coordinator_runtime import CoordinatorPartitions
 from minikafka.broker.groups.admin import GroupAdmin
+from minikafka.broker.groups.consumer_coordinator import ConsumerGroups
 from minikafka.broker.groups.group import Group, GroupState, JoinResult, Member, SyncResult
 from minikafka.broker.groups.offset_store import OffsetStore
 from minikafka.broker.groups.offsets import GroupOffsets
@@ -48,6 +49,7 @@ from minikafka.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from minikafka.config import BrokerConfig
+    from minikafka.storage.log_manager import TopicInfo
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +65,10 @@ class GroupCoordinator:
     it owns (:attr:`offsets`, :attr:`admin`)."""
 
     def __init__(self, config: BrokerConfig, stores: Callable[[int], OffsetStore], clock: Callable[[], float],
-                 partitions: int = INTERNAL_TOPIC_PARTITIONS) -> None:
+                 partitions: int = INTERNAL_TOPIC_PARTITIONS,
+                 topics: Callable[[], Mapping[str, TopicInfo]] = dict) -> None:
         """``stores`` makes the (not yet loaded) store of a partition of ``__consumer_offsets`` (of
-        ``partitions``); ``clock`` is the broker's clock."""
+        ``partitions``); ``clock`` is the broker's clock; ``topics`` what KIP-848 groups subscribe to."""
         self.min_session_ms = int(config.get("group.min.session.timeout.ms"))
         self.max_session_ms = int(config.get("group.max.session.timeout.ms"))
         self.max_size = int(config.get("group.max.size"))
@@ -77,6 +80,7 @@ class GroupCoordinator:
             retention_check_ms=int(config.get("offsets.retention.check.interval.ms")),
             metadata_max_bytes=int(config.get("offset.metadata.max.bytes")))
         self.admin = GroupAdmin(self.table)
+        self.consumer = ConsumerGroups.from_config(self.table, topics, config)  # KIP-848 groups
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -108,6 +112,7 @@ class GroupCoordinator:
                 self.table.active = False
                 return
         self.offsets.start(self.loop)
+        self.consumer.start(self.loop)
         log.info("group coordinator loaded %d group(s)", len(self.groups))
 
     async def load_partition(self, partition: int) -> bool:
@@ -118,6 +123,8 @@ class GroupCoordinator:
         for group in with_members or ():
             for member in group.members.values():
                 self._renew_session(group, member)
+        if with_members is not None:
+            self.consumer.arm_loaded(partition)
         return with_members is not None
 
     def unload_partition(self, partition: int) -> int:
@@ -132,6 +139,7 @@ class GroupCoordinator:
             return
         self.table.active = False
         self.offsets.close()
+        self.consumer.close()
         for group in self.groups.values():
             group.shut(ErrorCode.NOT_COORDINATOR)
         self.table.tasks.cancel_all()
@@ -150,6 +158,8 @@ class GroupCoordinator:
         if error is None and not all(encodable(s) for s in (member_id, instance_id, protocol_type,
                                                             *(name for name, _ in protocols))):
             error = ErrorCode.INVALID_REQUEST
+        if error is None and group_id is not None:  # the id of a KIP-848 group
+            error = self.consumer.make_room_for_classic(group_id)
         if error is not None:
             fut.set_result(JoinResult(error, member_id))
             return fut

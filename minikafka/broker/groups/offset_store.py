@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from minikafka.broker.groups.consumer_records import ConsumerKey, ConsumerRecord, parse_consumer_value
 from minikafka.broker.groups.records import (
     OFFSETS_TOPIC,
     CommittedOffset,
@@ -83,6 +84,8 @@ class OffsetStore(InternalLog):
         super().__init__(logs, partition, now_ms, topic_configs, flush)
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._group_values: dict[str, bytes] = {}
+        #: the live records of KIP-848 consumer groups: key -> value bytes
+        self._consumer_values: dict[ConsumerKey, bytes] = {}
         #: producer id -> group -> partition -> pending transactional offset
         self._pending: dict[int, dict[str, dict[TopicPartition, PendingOffset]]] = {}
 
@@ -129,6 +132,12 @@ class OffsetStore(InternalLog):
                 else:
                     self._offsets.setdefault(key.group, {})[tp] = parse_offset_value(value)
                 self._supersede_pending(key.group, tp)
+            elif isinstance(key, ConsumerKey):
+                if value is None:
+                    self._consumer_values.pop(key, None)
+                else:
+                    parse_consumer_value(key.type, value)  # refuse what cannot be replayed
+                    self._consumer_values[key] = value
             elif isinstance(key, GroupKey):
                 if value is None:
                     self._group_values.pop(key.group, None)
@@ -161,9 +170,18 @@ class OffsetStore(InternalLog):
     def groups_with_offsets(self) -> list[str]:
         return list(self._offsets)
 
+    def consumer_records(self) -> list[ConsumerRecord]:
+        """The live records of the KIP-848 consumer groups of this partition (last value of each key)."""
+        out = []
+        for key, value in self._consumer_values.items():
+            parsed = parse_consumer_value(key.type, value)
+            if parsed is not None:
+                out.append(ConsumerRecord(key, parsed))
+        return out
+
     @property
     def live_keys(self) -> int:
-        return sum(len(v) for v in self._offsets.values()) + len(self._group_values)
+        return sum(len(v) for v in self._offsets.values()) + len(self._group_values) + len(self._consumer_values)
 
     # ------------------------------------------------------------------ changes
 
@@ -189,13 +207,23 @@ class OffsetStore(InternalLog):
         self._append([(offset_key(group, t, p), None) for t, p in doomed])
         return len(doomed)
 
+    def append_consumer(self, records: list[ConsumerRecord], before: list[Record] | None = None) -> None:
+        """Append a consumer group's records as one batch, after ``before`` (the tombstones of a
+        classic group it replaces, or of the offsets of a group being deleted); KafkaError if the
+        append fails."""
+        self._append([*(before or ()), *(r.encode() for r in records)])
+
+    def offset_tombstones(self, group: str) -> list[Record]:
+        """A tombstone for every committed offset of ``group``."""
+        return [(offset_key(group, t, p), None) for t, p in self.offsets(group)]
+
     def store_group(self, group: str, stored: StoredGroup) -> None:
         self._append([(group_key(group), group_value(stored))])
 
     def delete_group(self, group: str) -> int:
         """Tombstone every offset and the metadata of ``group``; how many offsets were removed."""
+        records = self.offset_tombstones(group)
         offsets = list(self.offsets(group))
-        records: list[Record] = [(offset_key(group, t, p), None) for t, p in offsets]
         if group in self._group_values:
             records.append((group_key(group), None))
         self._append(records)
@@ -275,6 +303,7 @@ class OffsetStore(InternalLog):
             for (t, p), c in offsets.items()
         ]
         live += [(group_key(group), value) for group, value in self._group_values.items()]
+        live += [(key.encode(), value) for key, value in self._consumer_values.items()]
         before = rewrite_live(plog, live, self._now_ms())
         if before is not None:
             log.info("%s: compacted %d record(s) to %d", plog.name, before, len(live))

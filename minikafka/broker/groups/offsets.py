@@ -104,18 +104,24 @@ class GroupOffsets:
         if error is not None:
             return dict.fromkeys(offsets, error)
         assert group_id is not None
-        group = table.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return dict.fromkeys(offsets, ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9
-                                     else ErrorCode.ILLEGAL_GENERATION)
-            group = table.create(group_id, "an offset commit without group management")
-        error = self._validate_offset_commit(group, member_id, instance_id, generation_id)
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        member = group.members.get(member_id)
-        if member is not None and group.state in (S.STABLE, S.PREPARING_REBALANCE):
-            self._renew_session(group, member)
+        consumer = table.consumer_groups.get(group_id)
+        if consumer is not None:  # a KIP-848 group: checked against member epochs
+            error = consumer.validate_commit(member_id, generation_id, api_version, transactional=False)
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+        else:
+            group = table.groups.get(group_id)
+            if group is None:
+                if generation_id >= 0:
+                    return dict.fromkeys(offsets, ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9
+                                         else ErrorCode.ILLEGAL_GENERATION)
+                group = table.create(group_id, "an offset commit without group management")
+            error = self._validate_offset_commit(group, member_id, instance_id, generation_id)
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+            member = group.members.get(member_id)
+            if member is not None and group.state in (S.STABLE, S.PREPARING_REBALANCE):
+                self._renew_session(group, member)
         results, accepted = self._within_metadata_limit(offsets)
         try:
             store = table.store_of(group_id)
@@ -139,8 +145,9 @@ class GroupOffsets:
         if error is not None:
             return dict.fromkeys(offsets, error)
         assert group_id is not None
+        consumer = table.consumer_groups.get(group_id)
         group = table.groups.get(group_id)
-        if group is None:
+        if group is None and consumer is None:
             group = table.create(group_id, "a transactional offset commit")
         # The transaction must hold the group's offsets partition (AddOffsetsToTxn came first).
         verified = txn_check((OFFSETS_TOPIC, table.partitions.partition_of(group_id)))
@@ -155,9 +162,13 @@ class GroupOffsets:
             else:
                 code = verified
             return dict.fromkeys(offsets, code)
-        if group.is_(S.DEAD):
+        if consumer is not None:  # a KIP-848 group: checked against member epochs
+            error = consumer.validate_commit(member_id, generation_id, api_version, transactional=True)
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+        elif group is None or group.is_(S.DEAD):
             return dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if generation_id >= 0 or member_id != "" or instance_id is not None:
+        elif generation_id >= 0 or member_id != "" or instance_id is not None:
             error = group.validate_member(member_id, instance_id)
             if error is None and generation_id != group.generation_id:
                 error = ErrorCode.ILLEGAL_GENERATION
@@ -186,13 +197,20 @@ class GroupOffsets:
         if store is not None:  # not loaded here: the marker is applied when the partition is loaded
             store.complete_transaction(producer_id, commit)
 
-    def fetch_offsets(self, group_id: str | None, partitions: list[TopicPartition] | None
+    def fetch_offsets(self, group_id: str | None, partitions: list[TopicPartition] | None,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[int, dict[TopicPartition, CommittedOffset | None]]:
-        """(group error, committed offset or None per partition); all committed ones when ``partitions`` is None."""
+        """(group error, committed offset or None per partition); all committed ones when
+        ``partitions`` is None. A member of a KIP-848 group that names itself (OffsetFetch v9+)
+        must be at its current epoch."""
         error = self._table.check(group_id, allow_empty=True)
         if error is not None:
             return error, {}
         assert group_id is not None
+        consumer = self._table.consumer_groups.get(group_id)
+        error = consumer.validate_fetch(member_id, member_epoch) if consumer is not None else None
+        if error is not None:
+            return error, {}
         group = self._table.groups.get(group_id)
         if group is not None and group.is_(S.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}

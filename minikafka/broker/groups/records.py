@@ -7,7 +7,8 @@ non-flexible one, an int16 schema version first). Two key kinds:
   version 3 (``offset, leader_epoch, metadata, commit_timestamp``) or version 1 when the commit
   carried an explicit retention (``offset, metadata, commit_timestamp, expire_timestamp``);
 - group metadata, key version 2: ``group``; its value, ``GroupMetadataValue`` version 3
-  (protocol type, generation, protocol, leader, state timestamp and the members).
+  (protocol type, generation, protocol, leader, state timestamp and the members);
+- the records of KIP-848 consumer groups, key versions 3-8 and 16 (:mod:`.consumer_records`).
 
 A null value is a tombstone: the key is deleted. minikafka writes exactly these versions and
 reads versions 0-3 of both values, so the log can be inspected with Kafka's own tools.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from minikafka.broker.groups.consumer_records import CONSUMER_RECORD_TYPES, ConsumerKey, parse_consumer_key
 from minikafka.broker.internal_records import Reader, RecordFormatError, Writer
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -106,13 +108,15 @@ def group_value(g: StoredGroup) -> bytes:
 # --------------------------------------------------------------------------- decoding
 
 
-def parse_key(data: bytes) -> OffsetKey | GroupKey:
+def parse_key(data: bytes) -> OffsetKey | GroupKey | ConsumerKey:
     r = Reader(data)
     version = r.i16()
     if version in OFFSET_KEY_VERSIONS:
         return OffsetKey(r.required_string(), r.required_string(), r.i32())
     if version == GROUP_KEY_VERSION:
         return GroupKey(r.required_string())
+    if version in CONSUMER_RECORD_TYPES:  # a KIP-848 consumer group's record (consumer_records.py)
+        return parse_consumer_key(version, r)
     raise RecordFormatError(f"unknown key version {version}")
 
 

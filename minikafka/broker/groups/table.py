@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 
 from minikafka.broker.coordinator_runtime import CoordinatorPartitions, CoordinatorTasks
+from minikafka.broker.groups.consumer_group import ConsumerGroup
 from minikafka.broker.groups.group import Group, GroupState
 from minikafka.broker.groups.offset_store import OffsetStore
 from minikafka.broker.groups.records import OFFSETS_TOPIC
@@ -35,6 +36,8 @@ class GroupTable:
         self.tasks = CoordinatorTasks()
         self.stores: dict[int, OffsetStore] = {}
         self.groups: dict[str, Group] = {}
+        #: the KIP-848 consumer groups (a group id is in one of the two tables at most)
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         #: False until the coordinator has started and again once it is closed
         self.active = False
 
@@ -86,6 +89,15 @@ class GroupTable:
             log.info("group %r created by %s", group_id, why)
         return group
 
+    def delete_consumer_group(self, group: ConsumerGroup, with_offsets: bool) -> int:
+        """Tombstone an empty consumer group's records (and its committed offsets) in one batch and
+        forget it; how many offsets were removed. KafkaError when the append fails."""
+        store = self.store_of(group.group_id)
+        offsets = store.offset_tombstones(group.group_id) if with_offsets else []
+        store.append_consumer(group.tombstones(), offsets)
+        del self.consumer_groups[group.group_id]
+        return len(offsets)
+
     def remove(self, group: Group) -> None:
         """Forget a deleted group: Dead, its timers stopped."""
         group.transition_to(GroupState.DEAD, self.now())
@@ -103,8 +115,13 @@ class GroupTable:
             group = self.groups[group_id] = Group.from_stored(group_id, value, now)
             if group.members:
                 with_members.append(group)
+        for record in store.consumer_records():
+            consumer = self.consumer_groups.get(record.key.group)
+            if consumer is None:
+                consumer = self.consumer_groups[record.key.group] = ConsumerGroup(record.key.group)
+            consumer.replay(record)
         for group_id in store.groups_with_offsets():
-            if group_id not in self.groups:
+            if group_id not in self.groups and group_id not in self.consumer_groups:
                 self.create(group_id)
         self.stores[partition] = store
         return with_members
@@ -118,5 +135,8 @@ class GroupTable:
         for group in gone:
             group.shut(ErrorCode.NOT_COORDINATOR)
             del self.groups[group.group_id]
-        log.info("unloaded %d group(s) of %s-%d", len(gone), OFFSETS_TOPIC, partition)
-        return len(gone)
+        consumers = [g for g in self.consumer_groups if self.partitions.partition_of(g) == partition]
+        for group_id in consumers:
+            del self.consumer_groups[group_id]
+        log.info("unloaded %d group(s) of %s-%d", len(gone) + len(consumers), OFFSETS_TOPIC, partition)
+        return len(gone) + len(consumers)

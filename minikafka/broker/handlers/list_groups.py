@@ -7,7 +7,6 @@ from typing import Any
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 
 from minikafka.broker.context import RequestContext
-from minikafka.broker.groups.admin import CLASSIC
 
 
 async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
@@ -19,12 +18,12 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
     Response = ListGroupsResponse[version]
     Listed = Response.ListedGroup
     out = []
-    for group_id, protocol_type, state in listed:
+    for group_id, protocol_type, state, group_type in listed:
         fields: dict[str, Any] = {"group_id": group_id, "protocol_type": protocol_type}
         if version >= 4:
             fields["group_state"] = state
         if version >= 5:
-            fields["group_type"] = CLASSIC
+            fields["group_type"] = group_type
         out.append(Listed(**fields))
     response: dict[str, Any] = {"error_code": error, "groups": out}
     if version >= 1:

@@ -26,12 +26,13 @@ def _partition_error(committed: CommittedOffset | None) -> int:
 
 
 def _fetch(groups: GroupCoordinator, group_id: str | None, topics: Any, partitions_on_error: bool = False,
-           require_stable: bool = False) -> tuple[int, list[tuple[str, list[tuple[int, CommittedOffset | None]]]]]:
+           require_stable: bool = False, member: tuple[str | None, int] = (None, -1)
+           ) -> tuple[int, list[tuple[str, list[tuple[int, CommittedOffset | None]]]]]:
     """(group error, [(topic, [(partition, committed offset or None)])]); on a group error the
     requested partitions are listed only with ``partitions_on_error``. With ``require_stable``,
     a partition with pending transactional offsets is listed as UNSTABLE (see :func:`_partition_error`)."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, found = groups.offsets.fetch_offsets(group_id, wanted)
+    error, found = groups.offsets.fetch_offsets(group_id, wanted, *member)
     by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
     if error == ErrorCode.NONE:
         for (topic, partition), committed in found.items():
@@ -54,7 +55,9 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
         Partition = Topic.OffsetFetchResponsePartitions
         out = []
         for g in request.groups:
-            error, topics = _fetch(groups, g.group_id, g.topics, require_stable=request.require_stable)
+            member = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
+            error, topics = _fetch(groups, g.group_id, g.topics, require_stable=request.require_stable,
+                                   member=member)
             out.append(Group(group_id=g.group_id, error_code=error, topics=[
                 Topic(name=name, partitions=[
                     Partition(partition_index=p, committed_offset=c.offset if c else -1,

@@ -1,0 +1,316 @@
+"""KIP-848 consumer groups over the wire: ConsumerGroupHeartbeat and ConsumerGroupDescribe (issue: the
+new consumer group protocol).
+
+Raw requests drive the coordinator through joins, revocation before reassignment, acks, leaves,
+static membership and timeouts, and check the error codes Kafka gives, in Kafka's order of checks.
+Timeouts run on the broker's injectable clock (``clock_ahead``), never by sleeping.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+from kafka.protocol.consumer import OffsetFetchRequest
+
+from minikafka.broker.embedded import BrokerThread
+from tests.consumer_group_wire import assigned, beat, describe, heartbeat_request, join
+from tests.kafka_wire import RawClient
+from tests.scenario_helpers import clock_ahead, create_topic
+from tests.test_groups_protocol import commit, fetch
+from tests.test_groups_protocol import join as classic_join
+
+NONE = 0
+ILLEGAL_GENERATION = 22
+UNSUPPORTED_VERSION = 35
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_REQUEST = 42
+GROUP_ID_NOT_FOUND = 69
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82
+FENCED_MEMBER_EPOCH = 110
+UNRELEASED_INSTANCE_ID = 111
+UNSUPPORTED_ASSIGNOR = 112
+STALE_MEMBER_EPOCH = 113
+INVALID_REGULAR_EXPRESSION = 128
+
+SESSION_MS = 3000
+CONFIG = {"group.consumer.session.timeout.ms": str(SESSION_MS), "group.consumer.heartbeat.interval.ms": "500",
+          "group.consumer.max.size": "3"}
+
+
+@pytest.fixture
+def cg_broker(start_broker: Callable[..., BrokerThread]) -> BrokerThread:
+    return start_broker(CONFIG)
+
+
+def topic_id(broker: BrokerThread, name: str) -> uuid.UUID:
+    def read() -> uuid.UUID:
+        assert broker.broker is not None and broker.broker.logs is not None
+        return broker.broker.logs.topics()[name].topic_id
+    result: uuid.UUID = broker.call(read)
+    return result
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_join_revoke_then_reassign(cg_broker: BrokerThread) -> None:
+    """m2 joins: m1 first revokes half of its partitions, only then does m2 get them."""
+    with RawClient(cg_broker.bootstrap) as c:
+        create_topic(c, "t", 4)
+        tid = topic_id(cg_broker, "t")
+        r1 = join(c, "g", "m1", ["t"])
+        assert (r1.error_code, r1.member_id, r1.member_epoch, r1.heartbeat_interval_ms) == (NONE, "m1", 1, 500)
+        assert assigned(r1) == {tid: [0, 1, 2, 3]}
+        ack = beat(c, "g", "m1", 1, owned={tid: [0, 1, 2, 3]})
+        assert (ack.error_code, ack.member_epoch, ack.assignment) == (NONE, 1, None)
+        r2 = join(c, "g", "m2", ["t"])
+        assert (r2.error_code, r2.member_epoch, assigned(r2)) == (NONE, 2, {})  # m1 still owns them
+        revoke = beat(c, "g", "m1", 1)  # m1 keeps its epoch while it revokes
+        assert revoke.member_epoch == 1
+        kept = assigned(revoke)
+        assert kept is not None and len(kept[tid]) == 2
+        still = beat(c, "g", "m2", 2)
+        assert assigned(still) is None  # nothing new while m1 has not revoked
+        [group] = describe(c, "g")
+        assert (group.error_code, group.group_state, group.group_epoch, group.assignment_epoch,
+                group.assignor_name) == (NONE, "Reconciling", 2, 2, "uniform")
+        done = beat(c, "g", "m1", 1, owned=kept)
+        assert (done.member_epoch, done.assignment) == (2, None)
+        got = beat(c, "g", "m2", 2)
+        other = assigned(got)
+        assert other is not None and sorted(other[tid] + kept[tid]) == [0, 1, 2, 3]
+        [group] = describe(c, "g")
+        assert group.group_state == "Stable"
+        members = {m.member_id: m for m in group.members}
+        assert members["m1"].member_type == 1 and members["m1"].member_epoch == 2
+        assert [tp.topic_name for tp in members["m2"].assignment.topic_partitions] == ["t"]
+
+
+def test_lost_response_and_fencing(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        create_topic(c, "t", 2)
+        tid = topic_id(cg_broker, "t")
+        join(c, "g", "m1", ["t"])
+        beat(c, "g", "m1", 1, owned={tid: [0, 1]})
+        join(c, "g", "m2", ["t"])
+        kept = assigned(beat(c, "g", "m1", 1))
+        assert kept is not None
+        assert beat(c, "g", "m1", 1, owned=kept).member_epoch == 2
+        # the answer at epoch 2 was lost: epoch 1 with a subset of its partitions is accepted
+        assert beat(c, "g", "m1", 1, owned=kept).error_code == NONE
+        assert beat(c, "g", "m1", 1).error_code == FENCED_MEMBER_EPOCH  # without partitions it is not
+        assert beat(c, "g", "m1", 7).error_code == FENCED_MEMBER_EPOCH  # from the future
+        assert beat(c, "g", "nobody", 1).error_code == UNKNOWN_MEMBER_ID
+        # a fenced member rejoins with epoch 0 and the same id
+        again = join(c, "g", "m1", ["t"])
+        assert (again.error_code, again.member_epoch) == (NONE, 2)
+
+
+@pytest.mark.parametrize(("fields", "code"), [
+    ({"member": ""}, INVALID_REQUEST),  # v1: the client generates the member id
+    ({"group": " "}, INVALID_REQUEST),
+    ({"instance": " "}, INVALID_REQUEST),
+    ({"rack": ""}, INVALID_REQUEST),
+    ({"rebalance": -1}, INVALID_REQUEST),
+    ({"owned": None}, INVALID_REQUEST),
+    ({"names": None, "regex": None}, INVALID_REQUEST),
+    ({"epoch": -3}, INVALID_REQUEST),
+    ({"epoch": -2}, INVALID_REQUEST),  # a static leave needs the instance id
+    ({"assignor": "sticky"}, UNSUPPORTED_ASSIGNOR),
+    ({"regex": "("}, INVALID_REGULAR_EXPRESSION),
+    ({"epoch": 3}, GROUP_ID_NOT_FOUND),  # no such group
+    ({"epoch": -1}, GROUP_ID_NOT_FOUND),
+])
+def test_request_errors(cg_broker: BrokerThread, fields: dict[str, object], code: int) -> None:
+    request: dict[str, object] = {"group": "g", "member": "m", "epoch": 0, "rebalance": 300000, "names": ["t"],
+                                  "regex": "", "owned": {}, **fields}
+    group, member, epoch = request.pop("group"), request.pop("member"), request.pop("epoch")
+    with RawClient(cg_broker.bootstrap) as c:
+        response = c.request(heartbeat_request(str(group), str(member), int(str(epoch)), **request))  # type: ignore[arg-type]
+        assert response.error_code == code
+        assert (response.member_id, response.heartbeat_interval_ms, response.assignment) == (None, 0, None)
+        assert describe(c, "g")[0].error_code == GROUP_ID_NOT_FOUND  # nothing was written
+
+
+def test_v0_join_gets_a_member_id_and_v1_leave(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        r = join(c, "g", "", ["t"], version=0)
+        assert r.error_code == NONE and len(r.member_id) == 22
+        left = beat(c, "g", r.member_id, -1)
+        assert (left.error_code, left.member_id, left.member_epoch) == (NONE, r.member_id, -1)
+        assert beat(c, "g", r.member_id, -1).error_code == UNKNOWN_MEMBER_ID
+        [group] = describe(c, "g")
+        assert (group.group_state, group.members, group.group_epoch) == ("Empty", [], 2)
+
+
+def test_group_max_size(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        for m in ("a", "b", "c"):
+            assert join(c, "g", m, ["t"]).error_code == NONE
+        assert join(c, "g", "d", ["t"]).error_code == GROUP_MAX_SIZE_REACHED
+        assert join(c, "g", "a", ["t"]).error_code == NONE  # a known member may rejoin
+
+
+def test_static_member_leaves_and_is_replaced(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        create_topic(c, "t", 2)
+        tid = topic_id(cg_broker, "t")
+        r = join(c, "g", "s1", ["t"], instance="i1")
+        assert assigned(r) == {tid: [0, 1]}
+        beat(c, "g", "s1", 1, owned={tid: [0, 1]})
+        assert join(c, "g", "s2", ["t"], instance="i1").error_code == UNRELEASED_INSTANCE_ID
+        assert beat(c, "g", "s2", 1, instance="i1").error_code == FENCED_INSTANCE_ID
+        assert beat(c, "g", "s2", -2, instance="i2").error_code == UNKNOWN_MEMBER_ID
+        left = beat(c, "g", "s1", -2, instance="i1")
+        assert (left.error_code, left.member_epoch) == (NONE, -2)
+        epoch_before = describe(c, "g")[0].group_epoch
+        back = join(c, "g", "s2", ["t"], instance="i1")
+        assert (back.error_code, back.member_epoch, assigned(back)) == (NONE, 1, {tid: [0, 1]})
+        [group] = describe(c, "g")
+        assert group.group_epoch == epoch_before  # no rebalance
+        assert [(m.member_id, m.instance_id) for m in group.members] == [("s2", "i1")]
+
+
+def test_session_timeout_on_the_broker_clock(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        create_topic(c, "t", 2)
+        tid = topic_id(cg_broker, "t")
+        join(c, "g", "m1", ["t"])
+        beat(c, "g", "m1", 1, owned={tid: [0, 1]})
+        join(c, "g", "m2", ["t"])
+        assert cg_broker.broker is not None
+        with clock_ahead(cg_broker.broker, SESSION_MS + 1000):
+            wait_for(lambda: len(describe(c, "g")[0].members) == 0)
+        assert beat(c, "g", "m1", 1).error_code == UNKNOWN_MEMBER_ID
+        r = join(c, "g", "m1", ["t"])
+        assert (r.error_code, assigned(r)) == (NONE, {tid: [0, 1]})
+
+
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        create_topic(c, "t", 2)
+        tid = topic_id(cg_broker, "t")
+        c.request(heartbeat_request("g", "m1", 0, rebalance=1000, names=["t"], regex="", owned={}))
+        beat(c, "g", "m1", 1, owned={tid: [0, 1]})
+        join(c, "g", "m2", ["t"])
+        assert len(assigned(beat(c, "g", "m1", 1)) or {tid: []}) == 1  # m1 must revoke one partition
+        assert cg_broker.broker is not None
+        with clock_ahead(cg_broker.broker, 1500):
+            beat(c, "g", "m2", 2)  # m2 stays alive; m1 never acks
+            wait_for(lambda: [m.member_id for m in describe(c, "g")[0].members] == ["m2"])
+        assert beat(c, "g", "m1", 1).error_code == UNKNOWN_MEMBER_ID
+
+
+def test_range_assignor_and_new_partitions(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        create_topic(c, "t", 3)
+        tid = topic_id(cg_broker, "t")
+        a = join(c, "g", "a", ["t"], assignor="range")
+        beat(c, "g", "a", a.member_epoch, owned=assigned(a))
+        join(c, "g", "b", ["t"], assignor="range")
+        kept = assigned(beat(c, "g", "a", 1))
+        assert kept == {tid: [0, 1]}  # range: a (sorted first) gets the contiguous range with the extra one
+        beat(c, "g", "a", 1, owned=kept)
+        b = beat(c, "g", "b", 2)
+        assert assigned(b) == {tid: [2]}
+        assert describe(c, "g")[0].assignor_name == "range"
+
+
+def test_regex_subscription_and_topics_created_later(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        create_topic(c, "orders-1", 1)
+        create_topic(c, "other", 1)
+        r = join(c, "g", "m", [], regex="orders-.*")
+        first = topic_id(cg_broker, "orders-1")
+        assert assigned(r) == {first: [0]}
+        beat(c, "g", "m", r.member_epoch, owned={first: [0]})
+        create_topic(c, "orders-2", 2)
+        later = beat(c, "g", "m", r.member_epoch)
+        assert assigned(later) == {first: [0], topic_id(cg_broker, "orders-2"): [0, 1]}
+        [member] = describe(c, "g")[0].members
+        assert (member.subscribed_topic_regex, member.subscribed_topic_names) == ("orders-.*", [])
+
+
+def test_restart_keeps_the_group(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        create_topic(c, "t", 2)
+        tid = topic_id(cg_broker, "t")
+        join(c, "g", "m1", ["t"], instance="i1")
+        beat(c, "g", "m1", 1, owned={tid: [0, 1]})
+        join(c, "g", "m2", ["t"])
+        before = describe(c, "g")[0]
+    cg_broker.restart(clean=False)
+    with RawClient(cg_broker.bootstrap) as c:
+        after = describe(c, "g")[0]
+        assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
+            before.group_epoch, before.assignment_epoch, before.group_state)
+        assert sorted((m.member_id, m.member_epoch, m.instance_id) for m in after.members) == sorted(
+            (m.member_id, m.member_epoch, m.instance_id) for m in before.members)
+        revoke = beat(c, "g", "m1", 1)
+        assert revoke.error_code == NONE and len((assigned(revoke) or {})[tid]) == 1
+
+
+def test_describe_errors_and_classic_groups(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        classic = c.request(classic_join("classic"))
+        assert classic.error_code == NONE
+        empty, unknown, other = describe(c, "", "missing", "classic", version=0)
+        assert (empty.error_code, empty.group_id) == (INVALID_GROUP_ID, "")
+        assert (unknown.error_code, unknown.error_message) == (GROUP_ID_NOT_FOUND, "Group missing not found.")
+        assert (other.error_code, other.error_message) == (GROUP_ID_NOT_FOUND,
+                                                           "Group classic is not a consumer group.")
+        # a running classic group cannot become a consumer group
+        assert join(c, "classic", "m", ["t"]).error_code == GROUP_ID_NOT_FOUND
+
+
+def test_protocol_disabled(start_broker: Callable[..., BrokerThread]) -> None:
+    broker = start_broker({"group.coordinator.rebalance.protocols": "classic"})
+    with RawClient(broker.bootstrap) as c:
+        assert join(c, "g", "m", ["t"]).error_code == UNSUPPORTED_VERSION
+
+
+def fetch_as_member(client: RawClient, group: str, member: str | None, epoch: int) -> int:
+    """OffsetFetch v9 naming a member: the group-level error."""
+    Request = OffsetFetchRequest[9]
+    G = Request.OffsetFetchRequestGroup
+    response = client.request(Request(groups=[G(group_id=group, member_id=member, member_epoch=epoch, topics=None)],
+                                      require_stable=False))
+    error: int = response.groups[0].error_code
+    return error
+
+
+def test_offset_commits_are_checked_against_member_epochs(cg_broker: BrokerThread) -> None:
+    with RawClient(cg_broker.bootstrap) as c:
+        create_topic(c, "t", 1)
+        tid = topic_id(cg_broker, "t")
+        tp = ("t", 0)
+        # an empty consumer group accepts an admin commit (generation -1, no member)
+        join(c, "g", "m", ["t"])
+        beat(c, "g", "m", -1)
+        assert commit(c, "g", {tp: (1, None)}, version=9) == {tp: NONE}
+        join(c, "g", "m", ["t"])
+        beat(c, "g", "m", 3, owned={tid: [0]})
+        assert describe(c, "g")[0].members[0].member_epoch == 3
+        assert commit(c, "g", {tp: (2, None)}, version=9, generation=3, member_id="m") == {tp: NONE}
+        assert commit(c, "g", {tp: (3, None)}, version=9, generation=2, member_id="m") == {tp: STALE_MEMBER_EPOCH}
+        assert commit(c, "g", {tp: (3, None)}, version=9, generation=4, member_id="m") == {tp: STALE_MEMBER_EPOCH}
+        assert commit(c, "g", {tp: (3, None)}, version=8, generation=3, member_id="m") == {tp: UNSUPPORTED_VERSION}
+        assert commit(c, "g", {tp: (3, None)}, version=9, generation=3, member_id="x") == {tp: UNKNOWN_MEMBER_ID}
+        assert commit(c, "g", {tp: (3, None)}, version=9) == {tp: UNKNOWN_MEMBER_ID}  # members exist
+        assert fetch_as_member(c, "g", "m", 3) == NONE
+        assert fetch_as_member(c, "g", None, -1) == NONE
+        assert fetch_as_member(c, "g", "m", 2) == STALE_MEMBER_EPOCH
+        assert fetch_as_member(c, "g", "x", 3) == UNKNOWN_MEMBER_ID
+        assert fetch(c, "g", [tp], version=8)[1][tp][0] == 2
+        # a missing group: v9 says so, v8 answers as for a stale generation
+        assert commit(c, "nope", {tp: (1, None)}, version=9, generation=1, member_id="m") == {tp: GROUP_ID_NOT_FOUND}
+        assert commit(c, "nope", {tp: (1, None)}, version=8, generation=1, member_id="m") == {tp: ILLEGAL_GENERATION}
