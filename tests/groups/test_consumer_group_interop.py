@@ -10,11 +10,11 @@ import pytest
 from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 
 from minikafka.broker.embedded import BrokerThread
-from tests.consumer_group_wire import beat, describe, join
+from tests.groups.consumer_group_wire import beat, describe, join
+from tests.groups.test_groups_protocol import commit, fetch
+from tests.groups.test_groups_protocol import join as classic_join
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import create_topic
-from tests.test_groups_protocol import commit, fetch
-from tests.test_groups_protocol import join as classic_join
 
 NONE = 0
 INCONSISTENT_GROUP_PROTOCOL = 23

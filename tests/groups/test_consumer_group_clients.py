@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from minikafka.broker.embedded import BrokerThread
-from tests.consumer_group_wire import describe
+from tests.groups.consumer_group_wire import describe
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import create_topic
 

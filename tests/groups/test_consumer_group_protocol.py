@@ -16,11 +16,11 @@ import pytest
 from kafka.protocol.consumer import OffsetFetchRequest
 
 from minikafka.broker.embedded import BrokerThread
-from tests.consumer_group_wire import assigned, beat, describe, heartbeat_request, join
+from tests.groups.consumer_group_wire import assigned, beat, describe, heartbeat_request, join
+from tests.groups.test_groups_protocol import commit, fetch
+from tests.groups.test_groups_protocol import join as classic_join
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import clock_ahead, create_topic
-from tests.test_groups_protocol import commit, fetch
-from tests.test_groups_protocol import join as classic_join
 
 NONE = 0
 ILLEGAL_GENERATION = 22

@@ -27,7 +27,7 @@ from minikafka.protocol.consumer_group_apis import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from tests.consumer_group_wire import beat, join
+from tests.groups.consumer_group_wire import beat, join
 from tests.kafka_wire import RawClient
 from tests.scenario_helpers import create_topic
 
