@@ -102,6 +102,38 @@ def test_groups_show_members_assignment_committed_offsets_and_lag(served: Served
     assert (group["state"], group["members"], group["lag"]) == ("Empty", [], 2)
 
 
+def test_groups_show_both_protocols_in_one_shape(served: Served) -> None:
+    """A KIP-848 group (group.protocol=consumer) beside a classic one: the same fields, plus its
+    epochs and each member's reconciliation."""
+    assert produce(served.bootstrap, "shared", [b"1"]) == []
+    classic = Consumer({"bootstrap.servers": served.bootstrap, "group.id": "old", "log_level": 2,
+                        "auto.offset.reset": "earliest"})
+    modern = Consumer({"bootstrap.servers": served.bootstrap, "group.id": "new", "log_level": 2,
+                       "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        for consumer in (classic, modern):
+            consumer.subscribe(["shared"])
+        by_id: dict[str, Any] = {}
+        while [m["assignment"] for g in by_id.values() for m in g["members"]] != [
+                [{"topic": "shared", "partitions": [0]}]] * 2:
+            for consumer in (classic, modern):
+                consumer.poll(0.2)
+            by_id = {g["group_id"]: g for g in http(served, "GET", "/groups")[1]["groups"]}
+        old, new = by_id["old"], by_id["new"]
+        assert (old["type"], new["type"]) == ("classic", "consumer")
+        assert set(old) <= set(new) and set(old["members"][0]) <= set(new["members"][0])
+        assert (new["state"], new["protocol_type"], new["assignor"], new["leader"]) == (
+            "Stable", "consumer", "uniform", None)
+        assert new["group_epoch"] == new["assignment_epoch"] == new["generation"] >= 1
+        (member,) = new["members"]
+        assert (member["member_epoch"], member["member_state"]) == (new["group_epoch"], "STABLE")
+        assert (member["subscribed_topics"], member["pending_revocation"]) == (["shared"], [])
+        assert member["target_assignment"] == member["assignment"]
+    finally:
+        classic.close()
+        modern.close()
+
+
 def test_the_event_stream_sends_a_snapshot_then_each_change(served: Served) -> None:
     events = Events(served)
     try:

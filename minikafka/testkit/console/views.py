@@ -14,9 +14,12 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
+from minikafka.broker.groups.consumer_records import STATE_NAMES
 from minikafka.broker.topics import is_internal
 
 if TYPE_CHECKING:
+    from minikafka.broker.groups.consumer_group import ConsumerGroup
+    from minikafka.broker.groups.consumer_records import Assignment
     from minikafka.broker.groups.group import Group
     from minikafka.storage.log import PartitionLog
     from minikafka.storage.producer_state import ProducerStateEntry
@@ -81,8 +84,14 @@ def _producer(entry: ProducerStateEntry) -> dict[str, Any]:
 
 
 def groups(control: BrokerControl) -> list[dict[str, Any]]:
-    """Every consumer group: live membership (if any), committed offsets and the lag behind the
-    high watermark. A group that only commits offsets (no JoinGroup) is listed as well."""
+    """Every consumer group of both protocols (``type``: ``classic`` or ``consumer``, KIP-848):
+    live membership (if any), committed offsets and the lag behind the high watermark. A group
+    that only commits offsets (no JoinGroup) is listed as well (as classic). Both types have
+    ``state``, ``protocol_type``, ``protocol``, ``generation``, ``leader`` and ``members``
+    (``member_id``, ``instance_id``, ``client_id``, ``client_host``, ``assignment``); a consumer
+    group adds ``group_epoch``, ``assignment_epoch``, ``assignor`` and per member ``member_epoch``,
+    ``member_state``, ``subscribed_topics``, ``subscribed_regex``, ``target_assignment`` and
+    ``pending_revocation`` (``generation`` is its group epoch, ``protocol`` its assignor)."""
     coordinator = control.broker.groups
     logs = control.broker.logs
     if coordinator is None or logs is None or not coordinator.active:
@@ -91,25 +100,30 @@ def groups(control: BrokerControl) -> list[dict[str, Any]]:
     # each group's committed offsets are in the store of its __consumer_offsets partition
     committed_by_group = {name: store.offsets(name) for store in coordinator.table.stores.values()
                           for name in store.groups_with_offsets()}
+    consumer_groups = coordinator.table.consumer_groups
+    names = {info.topic_id: topic for topic, info in logs.topics().items()}
     out = []
-    for name in sorted(set(coordinator.groups) | set(committed_by_group)):
+    for name in sorted(set(coordinator.groups) | set(consumer_groups) | set(committed_by_group)):
         group = coordinator.groups.get(name)
+        consumer = consumer_groups.get(name)
+        membership = _consumer_membership(consumer, names) if consumer is not None else _membership(group)
         committed = committed_by_group.get(name, {})
         offsets: list[dict[str, Any]] = []
         for (topic, partition), stored in sorted(committed.items()):
             end = ends.get((topic, partition))
             offsets.append({"topic": topic, "partition": partition, "committed": stored.offset,
                             "high_watermark": end, "lag": None if end is None else max(0, end - stored.offset)})
-        out.append({"group_id": name, **_membership(group), "offsets": offsets,
+        out.append({"group_id": name, **membership, "offsets": offsets,
                     "lag": sum(o["lag"] or 0 for o in offsets)})
     return out
 
 
 def _membership(group: Group | None) -> dict[str, Any]:
     if group is None:
-        return {"state": "Empty", "protocol_type": None, "protocol": None, "generation": 0, "leader": None,
+        return {"type": "classic", "state": "Empty", "protocol_type": None, "protocol": None, "generation": 0, "leader": None,
                 "members": []}
     return {
+        "type": "classic",
         "state": group.state.value,
         "protocol_type": group.protocol_type,
         "protocol": group.protocol_name,
@@ -117,6 +131,30 @@ def _membership(group: Group | None) -> dict[str, Any]:
         "leader": group.leader_id,
         "members": [{"member_id": m.member_id, "instance_id": m.group_instance_id, "client_id": m.client_id,
                      "client_host": m.client_host, "assignment": _assignment(group.protocol_type, m.assignment)}
+                    for m in sorted(group.members.values(), key=lambda m: m.member_id)],
+    }
+
+
+def _consumer_membership(group: ConsumerGroup, names: dict[Any, str]) -> dict[str, Any]:
+    """A KIP-848 group: epochs, assignor, and each member's reconciliation."""
+    assignor = group.preferred_assignor("uniform")
+
+    def partitions(assignment: Assignment) -> list[dict[str, Any]]:
+        return [{"topic": names.get(tid, str(tid)), "partitions": sorted(ps)}
+                for tid, ps in sorted(assignment.items(), key=lambda kv: names.get(kv[0], str(kv[0]))) if ps]
+
+    return {
+        "type": "consumer", "state": group.state, "protocol_type": "consumer", "protocol": assignor,
+        "generation": group.epoch, "leader": None, "group_epoch": group.epoch,
+        "assignment_epoch": group.assignment_epoch, "assignor": assignor,
+        "members": [{"member_id": m.member_id, "instance_id": m.instance_id,
+                     "client_id": m.subscription.client_id, "client_host": m.subscription.client_host,
+                     "member_epoch": m.epoch, "member_state": STATE_NAMES.get(m.current.state, "UNKNOWN"),
+                     "subscribed_topics": list(m.subscription.topic_names),
+                     "subscribed_regex": m.subscription.regex,
+                     "assignment": partitions(m.current.assigned),
+                     "pending_revocation": partitions(m.current.pending),
+                     "target_assignment": partitions(group.targets.get(m.member_id, {}))}
                     for m in sorted(group.members.values(), key=lambda m: m.member_id)],
     }
 
