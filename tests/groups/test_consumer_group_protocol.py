@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest
 
 from minikafka.broker.embedded import BrokerThread
 from tests.groups.consumer_group_wire import assigned, beat, describe, heartbeat_request, join
@@ -314,3 +315,21 @@ def test_offset_commits_are_checked_against_member_epochs(cg_broker: BrokerThrea
         # a missing group: v9 says so, v8 answers as for a stale generation
         assert commit(c, "nope", {tp: (1, None)}, version=9, generation=1, member_id="m") == {tp: GROUP_ID_NOT_FOUND}
         assert commit(c, "nope", {tp: (1, None)}, version=8, generation=1, member_id="m") == {tp: ILLEGAL_GENERATION}
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_api_versions_advertise_the_group_version_feature(start_broker: Callable[..., BrokerThread],
+                                                          version: int) -> None:
+    def features(broker: BrokerThread) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]], set[int]]:
+        with RawClient(broker.bootstrap) as c:
+            r = c.request(ApiVersionsRequest[version](client_software_name="t", client_software_version="1"))
+        keys = {k.api_key for k in r.api_keys if k.api_key in (68, 69) and (k.min_version, k.max_version) == (0, 1)}
+        return ([(f.name, f.min_version, f.max_version) for f in r.supported_features],
+                [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features], keys)
+
+    supported, finalized, keys = features(start_broker())
+    assert keys == {68, 69}
+    assert supported == ([("group.version", 0, 1)] if version >= 4 else [])  # min 0: hidden before v4
+    assert finalized == [("group.version", 1, 1)]
+    supported, finalized, keys = features(start_broker({"group.coordinator.rebalance.protocols": "classic"}))
+    assert (finalized, keys) == ([], {68, 69})  # listed, answering UNSUPPORTED_VERSION in-band
