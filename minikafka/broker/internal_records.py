@@ -125,14 +125,17 @@ class Reader:
     def i64(self) -> int:
         return int(_I64.unpack(self.take(8))[0])
 
-    def string(self) -> str | None:
-        n = self.i16()
+    def _text(self, n: int) -> str | None:
+        """The next ``n`` bytes as UTF-8; None for the null length -1."""
         if n == -1:
             return None
         try:
             return self.take(n).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise RecordFormatError("string is not UTF-8") from exc
+
+    def string(self) -> str | None:
+        return self._text(self.i16())
 
     def required_string(self) -> str:
         s = self.string()
@@ -163,13 +166,13 @@ class Reader:
         return n
 
     def compact_string(self) -> str | None:
-        n = self.compact_length()
-        if n == -1:
-            return None
-        try:
-            return self.take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError("string is not UTF-8") from exc
+        return self._text(self.compact_length())
+
+    def required_compact_string(self) -> str:
+        s = self.compact_string()
+        if s is None:
+            raise RecordFormatError("null where a string is required")
+        return s
 
     def uuid(self) -> uuid.UUID:
         return uuid.UUID(bytes=self.take(16))

@@ -63,6 +63,16 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+def m1_then_m2(c: RawClient, broker: BrokerThread) -> uuid.UUID:
+    """Topic t (2 partitions); m1 joins and acks both, then m2 joins (m1 must revoke one). t's id."""
+    create_topic(c, "t", 2)
+    tid = topic_id(broker, "t")
+    join(c, "g", "m1", ["t"])
+    beat(c, "g", "m1", 1, owned={tid: [0, 1]})
+    join(c, "g", "m2", ["t"])
+    return tid
+
+
 def test_join_revoke_then_reassign(cg_broker: BrokerThread) -> None:
     """m2 joins: m1 first revokes half of its partitions, only then does m2 get them."""
     with RawClient(cg_broker.bootstrap) as c:
@@ -98,11 +108,7 @@ def test_join_revoke_then_reassign(cg_broker: BrokerThread) -> None:
 
 def test_lost_response_and_fencing(cg_broker: BrokerThread) -> None:
     with RawClient(cg_broker.bootstrap) as c:
-        create_topic(c, "t", 2)
-        tid = topic_id(cg_broker, "t")
-        join(c, "g", "m1", ["t"])
-        beat(c, "g", "m1", 1, owned={tid: [0, 1]})
-        join(c, "g", "m2", ["t"])
+        m1_then_m2(c, cg_broker)
         kept = assigned(beat(c, "g", "m1", 1))
         assert kept is not None
         assert beat(c, "g", "m1", 1, owned=kept).member_epoch == 2
@@ -183,11 +189,7 @@ def test_static_member_leaves_and_is_replaced(cg_broker: BrokerThread) -> None:
 
 def test_session_timeout_on_the_broker_clock(cg_broker: BrokerThread) -> None:
     with RawClient(cg_broker.bootstrap) as c:
-        create_topic(c, "t", 2)
-        tid = topic_id(cg_broker, "t")
-        join(c, "g", "m1", ["t"])
-        beat(c, "g", "m1", 1, owned={tid: [0, 1]})
-        join(c, "g", "m2", ["t"])
+        tid = m1_then_m2(c, cg_broker)
         assert cg_broker.broker is not None
         with clock_ahead(cg_broker.broker, SESSION_MS + 1000):
             wait_for(lambda: len(describe(c, "g")[0].members) == 0)

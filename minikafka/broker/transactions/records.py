@@ -72,39 +72,8 @@ def parse_txn_key(data: bytes) -> str:
     return r.required_string()
 
 
-class _FlexReader(Reader):
-    """The flexible encoding of value version 1: unsigned varints, compact strings and arrays."""
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def compact_string(self) -> str:
-        n = self.uvarint() - 1
-        if n < 0:
-            raise RecordFormatError("null where a string is required")
-        try:
-            return self.take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError("string is not UTF-8") from exc
-
-    def tagged(self) -> dict[int, bytes]:
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            out[tag] = self.take(self.uvarint())
-        return out
-
-
 def parse_txn_value(data: bytes) -> TxnRecord:
-    r = _FlexReader(data)
+    r = Reader(data)  # value version 1 is flexible: varints, compact strings and arrays
     version = r.i16()
     if version not in (0, 1):
         raise RecordFormatError(f"unknown transaction log value version {version}")
@@ -115,16 +84,16 @@ def parse_txn_value(data: bytes) -> TxnRecord:
     if count >= 0:
         parts = set()
         for _ in range(count):
-            topic = r.required_string() if version == 0 else r.compact_string()
+            topic = r.required_string() if version == 0 else r.required_compact_string()
             n = r.i32() if version == 0 else r.uvarint() - 1
             for _ in range(max(n, 0)):
                 parts.add((topic, r.i32()))
             if version == 1:
-                r.tagged()
+                r.tags()
     last_update, start = r.i64(), r.i64()
     previous = following = -1
     if version == 1:
-        tags = r.tagged()
+        tags = r.tags()
         if 0 in tags:
             previous = Reader(tags[0]).i64()
         if 1 in tags:
