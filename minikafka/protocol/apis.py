@@ -100,7 +100,7 @@ _CODECS: list[tuple[ApiKey, str, int, int, str]] = [
     (ApiKey.PRODUCE, "Produce", 0, 12, "kafka.protocol.producer"),
     (ApiKey.FETCH, "Fetch", 0, 12, "kafka.protocol.consumer"),
     (ApiKey.LIST_OFFSETS, "ListOffsets", 0, 8, "kafka.protocol.consumer"),
-    (ApiKey.METADATA, "Metadata", 0, 12, "kafka.protocol.metadata"),
+    (ApiKey.METADATA, "Metadata", 0, 13, "kafka.protocol.metadata"),  # v13: top-level error (KIP-1102)
     (ApiKey.OFFSET_COMMIT, "OffsetCommit", 0, 9, "kafka.protocol.consumer.group"),
     (ApiKey.OFFSET_FETCH, "OffsetFetch", 0, 9, "kafka.protocol.consumer.group"),
     (ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 4, "kafka.protocol.metadata.find_coordinator"),

@@ -58,3 +58,20 @@ def test_request_of_each_version_gets_a_decodable_response_of_that_version(
         assert {k.api_key for k in response.api_keys} == set(build_api_table())
     if api_key in (33, 44):  # the (validate-only) change of topic T is accepted in every version
         assert [(r.resource_name, r.error_code) for r in response.responses] == [(T, 0)]
+
+
+def test_metadata_v13_has_a_top_level_error_and_finds_topics_by_id(broker: BrokerThread) -> None:
+    """KIP-1102 (Kafka 4.0): Metadata v13 adds a top-level error code, which Kafka's broker always
+    answers 0; lookups by topic id (v12+) work the same."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "by-id", 2)
+        Request = MetadataRequest[13]
+        listed = c.request(Request(topics=None, allow_auto_topic_creation=False,
+                                   include_topic_authorized_operations=False))
+        assert listed.error_code == 0
+        (topic,) = [t for t in listed.topics if t.name == "by-id"]
+        found = c.request(Request(topics=[Request.MetadataRequestTopic(topic_id=topic.topic_id, name=None)],
+                                  allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        assert (found.error_code, [(t.name, len(t.partitions)) for t in found.topics]) == (0, [("by-id", 2)])

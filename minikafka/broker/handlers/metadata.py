@@ -86,6 +86,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
 
     return Response(
         throttle_time_ms=0,
+        error_code=ErrorCode.NONE,  # v13+ (KIP-1102): Kafka's broker always answers 0 here
         brokers=[Response.MetadataResponseBroker(node_id=services.node_id, host=ctx.advertised_address[0],
                                                  port=ctx.advertised_address[1], rack=None)],
         cluster_id=logs.cluster_id,
