@@ -5,8 +5,10 @@ by ``--initial-delay`` (default 0 here; Kafka's default of 3000 ms would add up 
 start, by design). The topic has as many partitions as the group has members.
 
 Real clients (confluent-kafka, kafka-python, aiokafka), ``--members`` consumers each, with
-``heartbeat.interval.ms=100``; times are measured by the benchmark, polling every consumer's
-assignment every millisecond:
+``heartbeat.interval.ms=100``; ``confluent-kafka-848`` is confluent-kafka with
+``group.protocol=consumer`` (KIP-848: the broker assigns with its ``uniform`` assignor and members
+reconcile through heartbeats, every ``group.consumer.heartbeat.interval.ms``, 100 here). Times are
+measured by the benchmark, polling every consumer's assignment every millisecond:
 
 * ``cold``: all consumers subscribe at once; until each owns exactly one partition.
 * ``leave``: one consumer closes (LeaveGroup); until the others own every partition.
@@ -22,7 +24,7 @@ loop, rejoining and syncing at once, as clients with a zero heartbeat interval w
 Each number is the median of ``--runs`` runs. Usage::
 
     python bench/rebalance.py [--runs 3] [--members 10] [--initial-delay 0]
-                              [--clients confluent-kafka,kafka-python,aiokafka,raw]
+                              [--clients confluent-kafka,confluent-kafka-848,kafka-python,aiokafka,raw]
 """
 
 from __future__ import annotations
@@ -255,11 +257,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--members", type=int, default=10)
     parser.add_argument("--initial-delay", type=int, default=0, help="group.initial.rebalance.delay.ms")
-    parser.add_argument("--clients", default="confluent-kafka,kafka-python,aiokafka,raw")
+    parser.add_argument("--clients", default="confluent-kafka,confluent-kafka-848,kafka-python,aiokafka,raw")
     args = parser.parse_args()
     logging.basicConfig(level=logging.CRITICAL)
     config = ["--config", f"group.initial.rebalance.delay.ms={args.initial_delay}",
-              "--config", "group.min.session.timeout.ms=1000"]
+              "--config", "group.min.session.timeout.ms=1000",
+              "--config", "group.consumer.heartbeat.interval.ms=100"]
     rows: list[tuple[str, str, list[float]]] = []
     with serve(*config) as (bootstrap, _proc, _dir):
         for kind in args.clients.split(","):
@@ -269,7 +272,7 @@ def main() -> None:
                 found = client_runs(bootstrap, kind, args.members, args.runs)
             for scenario, times in found.items():
                 rows.append((kind, scenario, times))
-                print(f"{kind:16} {scenario:6} median {statistics.median(times) * 1000:8.1f} ms   runs (ms): "
+                print(f"{kind:20} {scenario:6} median {statistics.median(times) * 1000:8.1f} ms   runs (ms): "
                       + ", ".join(f"{t * 1000:.1f}" for t in times), flush=True)
     print(f"\n{args.members} members, group.initial.rebalance.delay.ms={args.initial_delay}, "
           f"heartbeat.interval.ms=100, median of {args.runs} runs")

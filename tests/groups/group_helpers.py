@@ -64,6 +64,10 @@ class ConfluentMember(Member):
             "max.poll.interval.ms": POLL_INTERVAL_MS, "partition.assignment.strategy": assignor,
             "client.id": name, **config,
         }
+        if config.get("group.protocol") == "consumer":
+            # KIP-848: the broker assigns and sets the heartbeat interval; librdkafka refuses these
+            for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+                del settings[key]
         if instance_id is not None:
             settings["group.instance.id"] = instance_id
         self.consumer = Consumer(settings)
@@ -270,6 +274,9 @@ class Clients:
         member: Member
         if kind == "confluent-kafka":
             member = ConfluentMember(self.bootstrap, self.group, self.topic, name, **kwargs)
+        elif kind == "confluent-kafka-848":  # group.protocol=consumer (KIP-848): the broker assigns
+            member = ConfluentMember(self.bootstrap, self.group, self.topic, name,
+                                     **{"group.protocol": "consumer", **kwargs})
         elif kind == "kafka-python":
             member = KafkaPythonMember(self.bootstrap, self.group, self.topic, name, **kwargs)
         elif kind == "aiokafka":
