@@ -161,6 +161,10 @@ def build_parser() -> _Parser:
                            help=f"{text} [default: {shown}; env {env}]")
     serve.add_argument("--fsync", action="store_true", default=None,
                        help="fsync appends before acknowledging them [default: off; env MINIKAFKA_FSYNC=true]")
+    serve.add_argument("--kafka-version", default=None, metavar="X.Y",
+                       help="answer as this Kafka release does: its API versions and the behaviours they "
+                            "gate (3.9 or 4.0; setting minikafka.kafka.version) [default: every version "
+                            "minikafka serves]")
     serve.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                        help="a broker setting with Kafka's name, e.g. num.partitions=3 (repeatable); "
                             "unknown names and out-of-range values are refused")
@@ -301,6 +305,8 @@ def serve(args: argparse.Namespace) -> int:
     _refuse_unknown_variables()
     sources = _resolve_serve_options(args)
     settings, setting_sources = _settings(args)
+    if args.kafka_version is not None:
+        settings["minikafka.kafka.version"] = args.kafka_version
     if _env("MINIKAFKA_EAGER_IMPORTS", "").lower() not in ("1", "true"):  # the escape hatch, and a baseline for the bench
         from minikafka import _kafka_codec
 

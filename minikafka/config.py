@@ -47,6 +47,8 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.min.session.timeout.ms": (int, 6000),
     "group.max.session.timeout.ms": (int, 1800000),
     "group.max.size": (int, 2147483647),
+    # Answer as this Kafka release ("3.9", "4.0"; "" = every version served): minikafka.protocol.kafka_versions
+    "minikafka.kafka.version": (str, ""),
     # KIP-848 consumer groups (minikafka.broker.groups.consumer_coordinator): Kafka's names and defaults
     "group.coordinator.rebalance.protocols": (str, "classic,consumer"),
     "group.consumer.session.timeout.ms": (int, 45000),
@@ -129,6 +131,9 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "transaction.state.log.min.isr": (int, 2),
     "broker.rack": (str, ""),
 }
+
+#: The releases ``minikafka.kafka.version`` may name ("" = none); minikafka.protocol.kafka_versions has each one's table.
+KAFKA_RELEASES = ("", "3.9", "4.0")
 
 #: Smallest value of an integer broker setting where it is not 0 (-1 means "unlimited" where allowed);
 #: one that is the default of a topic setting has that setting's minimum (TOPIC_CONFIG_MINIMUM).
@@ -280,6 +285,8 @@ def _checked(name: str, value: Any) -> Any:
     choices = TOPIC_CONFIG_CHOICES.get(topic_name or "")
     if choices is not None and value not in choices:
         raise ConfigError(f"{name}={value}: expected one of {', '.join(sorted(choices))}")
+    if name == "minikafka.kafka.version" and value not in KAFKA_RELEASES:
+        raise ConfigError(f"{name}={value}: expected one of {', '.join(r for r in KAFKA_RELEASES if r)}")
     return value
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka._kafka_codec import load_quietly
 from minikafka.protocol.apis import ApiCodec, ApiKey, api_codecs
+from minikafka.protocol.kafka_versions import KafkaRelease
 
 if TYPE_CHECKING:
     from kafka.protocol.api_message import ApiMessage
@@ -85,9 +86,13 @@ class ApiSpec(ApiCodec):
         return handle
 
 
-def build_api_table() -> dict[int, ApiSpec]:
-    return {
-        codec.key: ApiSpec(codec.key, codec.name, codec.min_version, codec.max_version, codec.codec_module,
-                           _HANDLERS + _HANDLER_MODULES[codec.key])
-        for codec in api_codecs()
-    }
+def build_api_table(kafka_release: KafkaRelease | None = None) -> dict[int, ApiSpec]:
+    """Every API minikafka serves; with ``kafka_release``, only the versions that release lists."""
+    table: dict[int, ApiSpec] = {}
+    for codec in api_codecs():
+        versions = (codec.min_version, codec.max_version) if kafka_release is None else \
+            kafka_release.narrow(codec.key, codec.min_version, codec.max_version)
+        if versions is not None:
+            table[codec.key] = ApiSpec(codec.key, codec.name, versions[0], versions[1], codec.codec_module,
+                                       _HANDLERS + _HANDLER_MODULES[codec.key])
+    return table

@@ -32,6 +32,7 @@ from minikafka.clock import wall_clock_ms
 from minikafka.config import BrokerConfig
 from minikafka.protocol.apis import ApiKey
 from minikafka.protocol.framing import FrameReader
+from minikafka.protocol.kafka_versions import release
 from minikafka.startup_errors import BindError, DataDirError, KeyMaterialError
 from minikafka.storage.cleaner import LogCleaner
 from minikafka.storage.log import PartitionLog
@@ -58,7 +59,8 @@ class Broker:
         self.replicas: ReplicaManager | None = None  # a cluster broker's replicas: created in start()
         self.node_id = self.config.node_id
         self.metrics = Metrics()
-        self.api_table: dict[int, ApiSpec] = build_api_table()
+        self.kafka_release = release(str(self.config.get("minikafka.kafka.version")))  # checked by the config
+        self.api_table: dict[int, ApiSpec] = build_api_table(self.kafka_release)
         self.logs: LogManager | None = None
         self.cleaner: LogCleaner | None = None  # created in start() when log.cleaner.enable
         self._cleaning = asyncio.Lock()  # one cleaning at a time: the background duty's or clean_logs()'s

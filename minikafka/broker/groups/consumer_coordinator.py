@@ -66,6 +66,7 @@ from minikafka.broker.groups.table import GroupTable
 from minikafka.broker.internal_records import RecordFormatError, append_error
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.protocol.kafka_versions import RELEASES
 
 if TYPE_CHECKING:
     from minikafka.config import BrokerConfig
@@ -142,13 +143,14 @@ class ConsumerGroups:
                     config: BrokerConfig) -> ConsumerGroups:
         """With the broker's ``group.consumer.*`` and ``group.coordinator.rebalance.protocols`` settings."""
         protocols = str(config.get("group.coordinator.rebalance.protocols")).replace(" ", "").split(",")
+        kafka = RELEASES.get(str(config.get("minikafka.kafka.version")))  # 3.9 does not offer KIP-848
         return cls(table, topics,
                    session_ms=int(config.get("group.consumer.session.timeout.ms")),
                    heartbeat_ms=int(config.get("group.consumer.heartbeat.interval.ms")),
                    max_size=int(config.get("group.consumer.max.size")),
                    assignors=tuple(a.strip() for a in str(config.get("group.consumer.assignors")).split(",")
                                    if a.strip()),
-                   enabled="consumer" in protocols)
+                   enabled="consumer" in protocols and (kafka is None or kafka.consumer_protocol))
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
