@@ -146,6 +146,11 @@ def rewrite_errors(response: Any, selected: Selector | None, code: int, message:
     count = 0
     if selected is None and set_error(response, code, message):
         count += 1
+    if selected is None:  # per-group answers (ConsumerGroupDescribe): every group gets the error
+        for name, _field in _struct_arrays(response):
+            for item in getattr(response, name) or ():
+                if "group_id" in _fields(item) and set_error(item, code, message):
+                    count += 1
     for topic, entry in _named_entries(response, _topic_arrays(response), _topic_name):
         if (selected is None or selected(topic, None)) and set_error(entry, code, message):
             count += 1

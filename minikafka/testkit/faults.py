@@ -63,7 +63,7 @@ DEFAULT_ERROR = ErrorCode.NOT_LEADER_OR_FOLLOWER
 #: APIs that change nothing: ``error_before`` may handle them and rewrite the answer, which
 #: keeps a partly matched Fetch from turning into a long poll over no partitions
 READ_ONLY_API_KEYS = frozenset({ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VERSIONS, ApiKey.DESCRIBE_CONFIGS,
-                                ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_PRODUCERS})
+                                ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_PRODUCERS, ApiKey.CONSUMER_GROUP_DESCRIBE})
 
 _KNOWN_FIELDS = frozenset({
     "id", "action", "api", "topic", "partition", "client_id", "trigger", "n", "error", "message",

@@ -437,3 +437,22 @@ def test_a_broker_given_a_bad_rule_does_not_start(tmp_path: Path) -> None:
     with pytest.raises(FaultRuleError, match="rule 2: unknown API 'Fecth'; did you mean Fetch\\?"):
         kafka.start()
     assert not kafka.running
+
+
+def test_fault_rules_know_the_kip_848_apis(minikafka: MiniKafka) -> None:
+    """error_before on ConsumerGroupHeartbeat answers in that API's own shape; the retried heartbeat
+    (as a client does after NOT_COORDINATOR) joins; ConsumerGroupDescribe can be failed too."""
+    from tests.groups.consumer_group_wire import describe, join
+    from tests.kafka_wire import RawClient
+
+    heartbeat = minikafka.faults.error_before("NOT_COORDINATOR", api="ConsumerGroupHeartbeat", trigger="once")
+    described = minikafka.faults.error_before("COORDINATOR_LOAD_IN_PROGRESS", api="consumergroupdescribe",
+                                              trigger="once")
+    with RawClient(minikafka.bootstrap) as c:
+        first = join(c, "g", "m", [])
+        assert (first.error_code, first.member_id, first.assignment) == (16, None, None)
+        again = join(c, "g", "m", [])
+        assert (again.error_code, again.member_id, again.member_epoch) == (0, "m", 1)
+        assert [g.error_code for g in describe(c, "g", "h")] == [14, 14]
+        assert [g.error_code for g in describe(c, "g")] == [0]
+    assert (heartbeat.fired, described.fired) == (1, 1)
