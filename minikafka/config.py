@@ -132,6 +132,8 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "broker.rack": (str, ""),
 }
 
+#: The server-side assignors of KIP-848 groups (minikafka.broker.groups.assignors), for ``group.consumer.assignors``.
+CONSUMER_ASSIGNORS = ("uniform", "range")
 #: The releases ``minikafka.kafka.version`` may name ("" = none); minikafka.protocol.kafka_versions has each one's table.
 KAFKA_RELEASES = ("", "3.9", "4.0")
 
@@ -285,6 +287,10 @@ def _checked(name: str, value: Any) -> Any:
     choices = TOPIC_CONFIG_CHOICES.get(topic_name or "")
     if choices is not None and value not in choices:
         raise ConfigError(f"{name}={value}: expected one of {', '.join(sorted(choices))}")
+    if name == "group.consumer.assignors":
+        names = [a.strip() for a in str(value).split(",")]
+        if not all(a in CONSUMER_ASSIGNORS for a in names):
+            raise ConfigError(f"{name}={value}: expected a list of {', '.join(CONSUMER_ASSIGNORS)}")
     if name == "minikafka.kafka.version" and value not in KAFKA_RELEASES:
         raise ConfigError(f"{name}={value}: expected one of {', '.join(r for r in KAFKA_RELEASES if r)}")
     return value

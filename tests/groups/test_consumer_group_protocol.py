@@ -335,3 +335,15 @@ def test_api_versions_advertise_the_group_version_feature(start_broker: Callable
     assert finalized == [("group.version", 1, 1)]
     supported, finalized, keys = features(start_broker({"group.coordinator.rebalance.protocols": "classic"}))
     assert (finalized, keys) == ([], {68, 69})  # listed, answering UNSUPPORTED_VERSION in-band
+
+
+def test_the_assignors_setting_names_known_assignors(start_broker: Callable[..., BrokerThread]) -> None:
+    from minikafka.startup_errors import ConfigError
+
+    with pytest.raises(ConfigError, match="group.consumer.assignors=uniform,sticky: expected a list of uniform, range"):
+        start_broker({"group.consumer.assignors": "uniform,sticky"})
+    broker = start_broker({"group.consumer.assignors": "range"})  # the first one is the default
+    with RawClient(broker.bootstrap) as c:
+        join(c, "g", "m", [])
+        assert describe(c, "g")[0].assignor_name == "range"
+        assert join(c, "g", "n", [], assignor="uniform").error_code == UNSUPPORTED_ASSIGNOR

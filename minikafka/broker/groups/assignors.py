@@ -24,8 +24,9 @@ import uuid
 from dataclasses import dataclass
 
 from minikafka.broker.groups.consumer_records import Assignment
+from minikafka.config import CONSUMER_ASSIGNORS
 
-ASSIGNORS = ("uniform", "range")
+ASSIGNORS = CONSUMER_ASSIGNORS  # the names group.consumer.assignors may list
 
 TopicPartition = tuple[uuid.UUID, int]
 
