@@ -29,8 +29,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -40,6 +41,7 @@ from bench.produce import produce_seconds
 from minikafka.broker.embedded import ClusterThread
 
 MIN_INSYNC = {"min.insync.replicas": "2"}
+T = TypeVar("T")
 
 
 def create_topics(bootstrap: str, topics: list[NewTopic]) -> None:
@@ -89,8 +91,8 @@ class AckLog:
     done: str | None = None
     changed: threading.Condition = field(default_factory=threading.Condition)
 
-    def read(self, stream: object) -> None:
-        for line in stream:  # type: ignore[attr-defined]
+    def read(self, stream: Iterable[str]) -> None:
+        for line in stream:
             kind, _, rest = line.strip().partition(" ")
             with self.changed:
                 if kind == "ack":
@@ -118,11 +120,10 @@ class AckLog:
             start = len(self.acks)
             return None
 
-        found = wait_for(self.changed, first, timeout, f"no record sent after {sent_after:.3f} acknowledged")
-        return found  # type: ignore[return-value]
+        return wait_for(self.changed, first, timeout, f"no record sent after {sent_after:.3f} acknowledged")
 
 
-def wait_for(cond: threading.Condition, check: Callable[[], object], timeout: float, what: str) -> object:
+def wait_for(cond: threading.Condition, check: Callable[[], T | None], timeout: float, what: str) -> T:
     """``check()`` once it is not None, re-checked whenever ``cond`` is notified."""
     deadline = time.monotonic() + timeout
     with cond:
@@ -179,7 +180,7 @@ def failover(args: argparse.Namespace) -> None:
             child.stdin.write("stop\n")
             child.stdin.close()
             reader.join(180)
-            reap(child)  # type: ignore[arg-type]
+            reap(child)
         print(f"{args.crashes} leader crashes, 1 partition, RF 3, min.insync.replicas=2, idempotent acks=all "
               f"producer (librdkafka defaults otherwise), one {args.value_size} B record every "
               f"{args.interval_ms} ms")
@@ -209,10 +210,11 @@ def check_read_back(bootstrap: str, topic: str, log: AckLog) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"read back stopped at offset {read_to} of {high}")
             for msg in consumer.consume(10_000, 1.0):
-                if msg.error():
-                    raise RuntimeError(f"read back: {msg.error()}")
-                seen[int(msg.key())] += 1
-                read_to = msg.offset() + 1
+                key, offset = msg.key(), msg.offset()
+                if msg.error() or key is None or offset is None:
+                    raise RuntimeError(f"read back: {msg.error() or 'a record without key or offset'}")
+                seen[int(key)] += 1
+                read_to = offset + 1
     finally:
         consumer.close()
     acked = {seq for seq, _sent, _acked in log.acks}
