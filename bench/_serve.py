@@ -21,7 +21,7 @@ MEMORY_DIR: str | None = "/dev/shm" if os.path.isdir("/dev/shm") else None
 def serve(
     *args: str, data_dir: str | None = None, data_dir_base: str | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[str], str]]:
-    """Yield (bootstrap, process, data dir); the broker is stopped with SIGTERM afterwards.
+    """Yield (bootstrap, process, data dir); the broker (or cluster) is stopped with SIGTERM afterwards.
 
     Without ``data_dir`` a fresh one is made under ``data_dir_base`` (default: ``$BENCH_DIR`` or
     the temp dir) and removed afterwards."""
@@ -41,12 +41,14 @@ def serve(
         line = proc.stdout.readline()
         if "listening on" in line or not line:
             break
-    match = re.search(r"listening on (\S+):(\d+)", line)
+    match = re.search(r"listening on (\S+:\d+)", line)
     if not match:
         proc.kill()
         raise RuntimeError(f"broker did not start: {line!r}")
+    # one address, or a cluster's (``--brokers N``): "host:port,host:port,..."
+    ports = [address.rpartition(":")[2] for address in match.group(1).split(",")]
     try:
-        yield f"127.0.0.1:{match.group(2)}", proc, directory
+        yield ",".join(f"127.0.0.1:{port}" for port in ports), proc, directory
     finally:
         proc.terminate()
         reap(proc)
