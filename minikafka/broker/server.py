@@ -257,6 +257,8 @@ class Broker:
             deadline = time.monotonic() + 5
             while any(c.in_request for c in self._connections) and time.monotonic() < deadline:
                 await asyncio.sleep(0.005)
+        if self.replicas is not None:  # acks=all writes still waiting end now, fetchers stop
+            await self.replicas.stop()
         for conn in list(self._connections):
             conn.close()
         self.fetch_waiters.notify_all()
@@ -267,8 +269,6 @@ class Broker:
                 task.cancel()
         if self.listeners is not None:
             await self.listeners.wait_closed()
-        if self.replicas is not None:
-            await self.replicas.stop()
         if self.logs is not None:
             if clean:
                 await self.flusher.drain()
