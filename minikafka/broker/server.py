@@ -165,8 +165,9 @@ class Broker:
         # markers on __consumer_offsets decide the transactional offsets of the group coordinator ---
         txn_state_logs = TxnStateLog.factory(self.logs, self.config, "transaction.state.log.segment.bytes",
                                              self.clock, self.flusher)
+        marker_logs = self.logs if self.cluster is None else self.cluster.leader_logs()
         self.transactions = TransactionCoordinator(
-            self.config, txn_state_logs, self.logs, lambda: self.clock(), self.producer_ids, self.flusher,
+            self.config, txn_state_logs, marker_logs, lambda: self.clock(), self.producer_ids, self.flusher,
             on_offsets_marker=self.groups.offsets.complete_transaction)
         if coordinates:
             await self.transactions.start()
@@ -221,8 +222,15 @@ class Broker:
     def _wire_log(self, partition_log: PartitionLog) -> None:
         """Every partition log the LogManager opens wakes waiting fetches on append and counts the
         producer snapshots it writes in the metrics."""
-        partition_log.on_append = self.fetch_waiters.notify
+        partition_log.on_append = self.fetch_waiters.notify if self.cluster is None else self._appended
         partition_log.on_snapshot = self.metrics.snapshot_written
+
+    def _appended(self, partition_log: PartitionLog) -> None:
+        """A cluster broker's log grew: waiting fetches wake (followers among them), and a leader
+        whose ISR is itself alone moves its high watermark at once."""
+        self.fetch_waiters.notify(partition_log)
+        if self.replicas is not None:
+            self.replicas.appended(partition_log.topic, partition_log.partition)
 
     async def stop(self, clean: bool = True) -> None:
         """Stop accepting, let in-flight requests finish, then close the logs.
@@ -251,6 +259,8 @@ class Broker:
             deadline = time.monotonic() + 5
             while any(c.in_request for c in self._connections) and time.monotonic() < deadline:
                 await asyncio.sleep(0.005)
+        if self.replicas is not None:  # acks=all writes still waiting end now, fetchers stop
+            await self.replicas.stop()
         for conn in list(self._connections):
             conn.close()
         self.fetch_waiters.notify_all()
@@ -261,8 +271,6 @@ class Broker:
                 task.cancel()
         if self.listeners is not None:
             await self.listeners.wait_closed()
-        if self.replicas is not None:
-            await self.replicas.stop()
         if self.logs is not None:
             if clean:
                 await self.flusher.drain()

@@ -20,11 +20,13 @@ from minikafka.broker.cluster.controller import Controller, PartitionChange
 from minikafka.broker.cluster.metadata_file import MetadataFile, MetadataFileError
 from minikafka.broker.cluster.partition_state import BrokerState
 from minikafka.config import BrokerConfig, list_setting
+from minikafka.errors import ErrorCode, KafkaError
 from minikafka.startup_errors import ConfigError, DataDirError
 from minikafka.storage.dir_lock import DataDirLock
 
 if TYPE_CHECKING:
     from minikafka.broker.server import Broker
+    from minikafka.storage.facade import PartitionStorage
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +51,44 @@ class ClusterLink:
             return None
         return broker.advertised_address()
 
+    def coordinator_broker(self) -> Broker | None:
+        """The broker that coordinates groups and transactional ids, while it is up."""
+        broker = self.cluster.brokers.get(self.coordinator_node())
+        return broker if broker is not None and broker.started else None
+
+    def leader_logs(self) -> LeaderLogs:
+        """Where the transaction coordinator appends its markers: each partition's current leader."""
+        return LeaderLogs(self)
+
     def coordinator_node(self) -> int:
         """The broker that runs the group and transaction coordinators: the lowest node id. Their
         internal topics are not replicated yet, so they do not move (docs/cluster.md)."""
         return min(self.cluster.controller.brokers)
+
+
+class LeaderLogs:
+    """``get_log`` for the transaction coordinator's markers in a cluster: the partition's log on
+    its current leader, in the process, which stamps its epoch and replicates it like any append
+    (Kafka sends WriteTxnMarkers to the leader; a later step sends them over the wire too). No live
+    leader raises NOT_LEADER_OR_FOLLOWER, which the coordinator retries; a deleted partition is
+    None. Internal topics, local to the coordinator's broker, are its own logs."""
+
+    def __init__(self, link: ClusterLink) -> None:
+        self.link = link
+
+    def get_log(self, topic: str, partition: int) -> PartitionStorage | None:
+        controller = self.link.controller
+        part = controller.partition(topic, partition)
+        if part is None:
+            if topic in controller.topics:
+                return None
+            own = self.link.cluster.brokers.get(self.link.node_id)
+            return own.logs.get_log(topic, partition) if own is not None and own.logs is not None else None
+        leader = self.link.cluster.brokers.get(part.leader)
+        plog = leader.logs.get_log(topic, partition) if leader is not None and leader.started and leader.logs else None
+        if plog is None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} has no live leader")
+        return plog
 
 
 class Cluster:

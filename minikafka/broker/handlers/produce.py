@@ -68,6 +68,13 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
     if not is_transactional_batch(batch):
         return
     coordinator = ctx.services.transactions
+    link = ctx.services.cluster
+    if link is not None and link.coordinator_node() != ctx.services.node_id:
+        # a cluster: the coordinating broker answers (Kafka asks it with AddPartitionsToTxn verify_only)
+        broker = link.coordinator_broker()
+        if broker is None or broker.transactions is None:
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the transaction coordinator is not available; retry")
+        coordinator = broker.transactions
     producer_id, epoch = producer_of(batch)
     verdict = coordinator.check_transactional_write(transactional_id, producer_id, epoch, tp)
     if verdict == ErrorCode.NONE:
@@ -173,10 +180,8 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                     appended.append(partition_log)
                     metrics.batches_appended += 1
                     metrics.records_appended += result.last_offset - result.base_offset + 1
-                if replicas is not None:
-                    replicas.appended(name, part.index)
-                    if acks == -1:
-                        awaiting.append((len(topics_out), len(parts_out), part.index, result.last_offset + 1))
+                if replicas is not None and acks == -1:
+                    awaiting.append((len(topics_out), len(parts_out), part.index, result.last_offset + 1))
             except _NothingToAppend:
                 log_start = partition_log.log_start_offset if partition_log is not None else -1
             except KafkaError as exc:

@@ -9,7 +9,8 @@ The rules and their order are Kafka's
   client's answer. The coordinator serves the ids of the partitions it has loaded
   (:meth:`TransactionCoordinator.load_partition`, all of them at start); ids of a partition still
   loading get COORDINATOR_LOAD_IN_PROGRESS, those of a partition not served here NOT_COORDINATOR;
-- transaction markers are appended in-process to the partitions of the transaction
+- transaction markers are appended in-process to the partitions of the transaction (in a cluster,
+  on the partition's current leader, :class:`~minikafka.broker.cluster.cluster.LeaderLogs`)
   (``PartitionLog.append_marker``) instead of being sent as WriteTxnMarkers requests, and a
   COMMIT/ABORT on ``__consumer_offsets`` is reported to the group coordinator (the callback
   ``on_offsets_marker``), which materialises or drops the transaction's offsets;
@@ -26,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from minikafka.broker.coordinator_runtime import CoordinatorPartitions, CoordinatorTasks
 from minikafka.broker.groups.records import OFFSETS_TOPIC
@@ -40,7 +41,7 @@ from minikafka.storage.disk_format import TopicPartition
 if TYPE_CHECKING:
     from minikafka.broker.flusher import Flusher
     from minikafka.config import BrokerConfig
-    from minikafka.storage.facade import Storage
+    from minikafka.storage.facade import PartitionStorage
     from minikafka.storage.producer_ids import ProducerIdAllocator
 
 log = logging.getLogger(__name__)
@@ -65,11 +66,18 @@ def offsets_partition(group_id: str, partitions: int = INTERNAL_TOPIC_PARTITIONS
     return OFFSETS_TOPIC, partition_for(group_id, partitions)
 
 
+class MarkerLogs(Protocol):
+    """Where markers go: the broker's storage, or in a cluster each partition's leader (a
+    KafkaError from ``get_log`` is retried like a refused marker; None means the partition is gone)."""
+
+    def get_log(self, topic: str, partition: int) -> PartitionStorage | None: ...
+
+
 class TransactionCoordinator:
     """The transactional ids of the ``__transaction_state`` partitions this broker serves (see the
     module docstring)."""
 
-    def __init__(self, config: BrokerConfig, stores: Callable[[int], TxnStateLog], logs: Storage,
+    def __init__(self, config: BrokerConfig, stores: Callable[[int], TxnStateLog], logs: MarkerLogs,
                  clock: Callable[[], float], producer_ids: ProducerIdAllocator, flusher: Flusher,
                  on_offsets_marker: OffsetsMarkerCallback, partitions: int = INTERNAL_TOPIC_PARTITIONS) -> None:
         """``stores`` makes the (not yet loaded) store of a partition of ``__transaction_state`` (of
@@ -406,12 +414,12 @@ class TransactionCoordinator:
         retry: list[TopicPartition] = []
         written = []
         for topic, partition in partitions:
-            plog = logs.get_log(topic, partition)
-            if plog is None:
-                log.warning("transaction %r: %s-%d is gone, no marker written there", meta.transactional_id,
-                            topic, partition)
-                continue
             try:
+                plog = logs.get_log(topic, partition)  # in a cluster: the leader's, or retry
+                if plog is None:
+                    log.warning("transaction %r: %s-%d is gone, no marker written there", meta.transactional_id,
+                                topic, partition)
+                    continue
                 plog.append_marker(meta.producer_id, meta.producer_epoch, commit, COORDINATOR_EPOCH,
                                    now_ms=self._now())
             except KafkaError as exc:
