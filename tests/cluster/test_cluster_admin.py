@@ -4,19 +4,18 @@ replicated new partitions, through confluent-kafka's AdminClient and over raw re
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, ElectionType, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ElectionType, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka.protocol.admin import CreatePartitionsRequest, DeleteTopicsRequest, ElectLeadersRequest
 
 from minikafka.broker.embedded import ClusterThread
 from minikafka.errors import ErrorCode
-from tests.cluster.test_cluster_failover import read_all, wait_for
+from tests.cluster.test_cluster_failover import drain, read_all, wait_for
 from tests.kafka_wire import RawClient
 
 NOT_NEEDED = ErrorCode.ELECTION_NOT_NEEDED
@@ -139,21 +138,7 @@ def replica_dirs(cluster: ClusterThread, node: int, topic: str) -> list[str]:
 def read_partition(cluster: ClusterThread, topic: str, partition: int) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "reader", "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return values
-                continue
-            values.append(msg.value())
-    finally:
-        consumer.close()
-    raise AssertionError(f"{topic}-{partition} was not read to its end: {values}")
+    return drain(consumer, f"{topic}-{partition}")
 
 
 def send(cluster: ClusterThread, topic: str, values: list[bytes], partition: int = 0) -> None:
