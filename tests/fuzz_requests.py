@@ -21,6 +21,7 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     DescribeProducersRequest,
     DescribeTransactionsRequest,
+    ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     ListTransactionsRequest,
 )
@@ -115,6 +116,11 @@ def create_partitions(v: int, topic: str) -> Any:
              validate_only=True)
 
 
+def elect_leaders(v: int, topic: str) -> Any:
+    R = ElectLeadersRequest[v]
+    return R(election_type=0, topic_partitions=[R.TopicPartitions(topic=topic, partitions=[0])], timeout_ms=1000)
+
+
 def describe_producers(v: int, topic: str, partitions: int = 1) -> Any:
     R = DescribeProducersRequest[v]
     return R(topics=[R.TopicRequest(name=topic, partition_indexes=list(range(partitions)))])
@@ -185,6 +191,7 @@ SPECIFIC: dict[ApiKey, Callable[[int, str], Any]] = {
     ApiKey.SASL_AUTHENTICATE:
         lambda v, topic: SaslAuthenticateRequest[v](auth_bytes=b"\x00alice\x00alice-secret"),
     ApiKey.CREATE_PARTITIONS: create_partitions,
+    ApiKey.ELECT_LEADERS: elect_leaders,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER:
         lambda v, topic: DescribeClusterRequest[v](include_cluster_authorized_operations=False,

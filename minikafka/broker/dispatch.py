@@ -60,6 +60,7 @@ _HANDLER_MODULES: dict[ApiKey, str] = {
     ApiKey.SASL_AUTHENTICATE: "sasl_authenticate",
     ApiKey.CREATE_PARTITIONS: "create_partitions",
     ApiKey.DELETE_GROUPS: "delete_groups",
+    ApiKey.ELECT_LEADERS: "elect_leaders",
     ApiKey.INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
     ApiKey.OFFSET_DELETE: "offset_delete",
     ApiKey.DESCRIBE_CLUSTER: "describe_cluster",

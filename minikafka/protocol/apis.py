@@ -53,6 +53,7 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
@@ -130,6 +131,8 @@ _CODECS: list[tuple[ApiKey, str, int, int, str]] = [
     (ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, "kafka.protocol.sasl"),
     (ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3, "kafka.protocol.admin"),
     (ApiKey.DELETE_GROUPS, "DeleteGroups", 0, 2, "kafka.protocol.admin.groups"),
+    # answered by the cluster's controller (minikafka.broker.cluster); a single broker needs no election
+    (ApiKey.ELECT_LEADERS, "ElectLeaders", 0, 2, "kafka.protocol.admin"),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, "kafka.protocol.admin"),
     (ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0, "kafka.protocol.consumer.group"),
     (ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", 0, 1, "kafka.protocol.admin"),

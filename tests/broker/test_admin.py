@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from minikafka.broker.embedded import BrokerThread
+from minikafka.errors import ErrorCode
 from tests.client_helpers import confluent_produce
 from tests.kafka_wire import RawClient, build_batch
 from tests.scenario_helpers import create_topic, produce
@@ -137,3 +138,17 @@ def test_partition_count_is_bounded_per_topic(start_broker: object) -> None:
     with pytest.raises(KafkaException, match="INVALID_PARTITIONS"):
         admin.create_partitions([NewPartitions("wide", 9)])["wide"].result(10)
     assert broker.broker.logs.topics()["wide"].partitions == 8
+
+
+def test_elect_leaders_on_a_single_broker_is_never_needed(broker: BrokerThread) -> None:
+    """A single broker leads every partition with its only, preferred replica: Kafka answers
+    ELECTION_NOT_NEEDED for a known partition and leaves every partition out of a request for all."""
+    from confluent_kafka import ElectionType
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("solo", 2, 1)])["solo"].result(10)
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("solo", 1)]).result(10)
+    assert result[TopicPartition("solo", 1)].code() == ErrorCode.ELECTION_NOT_NEEDED
+    assert admin.elect_leaders(ElectionType.PREFERRED, None).result(10) == {}
+    unknown = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("solo", 7)]).result(10)
+    assert unknown[TopicPartition("solo", 7)].code() == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

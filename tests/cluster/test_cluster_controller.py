@@ -201,6 +201,21 @@ def test_preferred_election() -> None:
     assert controller.imbalanced() == []
 
 
+def test_balancing_elects_only_preferred_leaders_that_are_active_and_in_sync() -> None:
+    controller, _ = cluster()
+    with_assignment(controller, 1, 2, 3)
+    controller.fence(1)
+    assert controller.balance_leaders() == []  # the preferred leader is down
+    controller.unfence(1)
+    assert controller.balance_leaders() == []  # back, but not in sync yet
+    part = controller.partition("t", 0)
+    assert part is not None
+    controller.alter_partition(part.leader, "t", 0, part.leader_epoch, part.partition_epoch, [2, 3, 1])
+    assert controller.balance_leaders() == [("t", 0)]
+    assert controller.partition("t", 0).leader == 1  # type: ignore[union-attr]
+    assert controller.balance_leaders() == []
+
+
 def test_unclean_election_by_request() -> None:
     controller, _ = cluster()  # the topic does not allow it by itself; ElectLeaders type 1 does
     with_assignment(controller, 1, 2)

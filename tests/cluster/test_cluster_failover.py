@@ -44,6 +44,11 @@ def read_all(cluster: ClusterThread, topic: str, group: str, **extra: Any) -> li
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                          "enable.partition.eof": True, **extra})
     consumer.subscribe([topic])
+    return drain(consumer, topic)
+
+
+def drain(consumer: Consumer, what: str) -> list[bytes]:
+    """The values ``consumer`` reads until the first end of a partition; it is closed then."""
     values: list[bytes] = []
     deadline = time.monotonic() + 30
     try:
@@ -58,7 +63,7 @@ def read_all(cluster: ClusterThread, topic: str, group: str, **extra: Any) -> li
             values.append(msg.value())
     finally:
         consumer.close()
-    raise AssertionError(f"{topic} was not read to its end: {len(values)} records")
+    raise AssertionError(f"{what} was not read to its end: {len(values)} records")
 
 
 def test_an_idempotent_acks_all_producer_writes_through_five_leader_crashes_exactly_once(

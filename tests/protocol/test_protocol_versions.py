@@ -58,6 +58,9 @@ def test_request_of_each_version_gets_a_decodable_response_of_that_version(
         assert {k.api_key for k in response.api_keys} == set(build_api_table())
     if api_key in (33, 44):  # the (validate-only) change of topic T is accepted in every version
         assert [(r.resource_name, r.error_code) for r in response.responses] == [(T, 0)]
+    if api_key == 43:  # a single broker already leads with its preferred replica
+        assert [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+                for r in response.replica_election_results] == [(T, [(0, 84)])]
 
 
 def test_metadata_v13_has_a_top_level_error_and_finds_topics_by_id(broker: BrokerThread) -> None:

@@ -11,6 +11,8 @@ brokers through :meth:`Cluster.crash`, :meth:`Cluster.start_broker` and the rest
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
 from pathlib import Path
@@ -60,6 +62,9 @@ class ClusterLink:
         """Where the transaction coordinator appends its markers: each partition's current leader."""
         return LeaderLogs(self)
 
+    def delete_topic(self, name: str) -> None:
+        self.cluster.delete_topic(name)
+
     def coordinator_node(self) -> int:
         """The broker that runs the group and transaction coordinators: the lowest node id. Their
         internal topics are not replicated yet, so they do not move (docs/cluster.md)."""
@@ -108,6 +113,7 @@ class Cluster:
         self.metadata = MetadataFile(self.data_dir)
         self.brokers: dict[int, Broker] = {}
         self._lock = DataDirLock(self.data_dir)
+        self._balancer: asyncio.Task[None] | None = None
 
     def node_config(self, node_id: int) -> BrokerConfig:
         """Broker ``node_id``'s settings: the cluster's, its own port and data dir. A broker that
@@ -137,8 +143,15 @@ class Cluster:
         except BaseException:
             await self.stop()
             raise
+        if self.config.get("auto.leader.rebalance.enable"):
+            self._balancer = asyncio.create_task(self._balance_leaders(), name="leader-balancer")
 
     async def stop(self) -> None:
+        if self._balancer is not None:
+            self._balancer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._balancer
+            self._balancer = None
         for node_id in sorted(self.brokers, reverse=True):
             await self.stop_broker(node_id, controlled=False)
         self._lock.release()
@@ -171,6 +184,31 @@ class Cluster:
         await broker.stop(clean=True)
         if self.controller.brokers[node_id].state is not BrokerState.FENCED:
             self.controller.fence(node_id)
+
+    # ----------------------------------------------------------------- topics
+    def delete_topic(self, name: str) -> None:
+        """DeleteTopics: the controller forgets the topic and every running broker drops its
+        replicas and the committed offsets of the topic; a broker that is down drops its leftovers
+        when it starts (:meth:`ReplicaManager.start`)."""
+        self.controller.delete_topic(name)
+        self.metadata.save(self.controller)
+        for broker in self.brokers.values():
+            if broker.started and broker.replicas is not None:
+                broker.replicas.forget_topic(name)
+            if broker.started and broker.groups is not None:  # committed offsets go with the topic, as in Kafka
+                broker.groups.offsets.on_topic_deleted(name)
+        log.info("cluster: deleted topic %s", name)
+
+    async def _balance_leaders(self) -> None:
+        """``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``, give
+        back leadership to preferred leaders that are in sync again (Kafka's controller does the
+        same on that interval; ``leader.imbalance.per.broker.percentage`` is ignored, as in KRaft)."""
+        interval = max(float(self.config.get("leader.imbalance.check.interval.seconds")), 0.01)
+        while True:
+            await asyncio.sleep(interval)
+            moved = self.controller.balance_leaders()
+            if moved:
+                log.info("cluster: preferred leaders back for %s", ", ".join(f"{t}-{p}" for t, p in moved))
 
     # ----------------------------------------------------------------- controller hooks
     def _changed(self, change: PartitionChange) -> None:

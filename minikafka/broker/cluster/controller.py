@@ -144,10 +144,15 @@ class Controller:
         self.topics[name] = TopicRecord(name, random_kafka_uuid(), len(placed), dict(configs or {}))
         return self._publish(self._register(name, 0, placed))
 
-    def create_partitions(self, name: str, total: int,
-                          assignments: Sequence[Sequence[int]] | None = None) -> list[PartitionChange]:
-        """Grow a topic to ``total`` partitions, placed like the first (replication factor of partition 0)."""
-        topic = self.topics[name]
+    def create_partitions(self, name: str, total: int, assignments: Sequence[Sequence[int]] | None = None,
+                          validate_only: bool = False) -> list[PartitionChange]:
+        """Grow a topic to ``total`` partitions, placed like the first (replication factor of partition
+        0); raises :class:`PlacementError` with Kafka's code. ``validate_only`` checks and places
+        without registering anything."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise PlacementError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"The topic {name!r} does not exist.")
         if total == topic.partitions:
             raise PlacementError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {total} partition(s).")
         if total < topic.partitions:
@@ -160,10 +165,14 @@ class Controller:
                                  f"Attempted to add {added} additional partition(s), but only "
                                  f"{len(assignments)} assignment(s) were specified.")
         placed = self._placement(topic.partitions, added, rf, assignments)
+        if validate_only:
+            return []
         self.topics[name] = TopicRecord(name, topic.topic_id, total, topic.configs)
         return self._publish(self._register(name, topic.partitions, placed))
 
     def delete_topic(self, name: str) -> None:
+        """Forget a topic and its partitions (KeyError if unknown); the brokers drop their replicas
+        (:meth:`~minikafka.broker.cluster.cluster.Cluster.delete_topic`)."""
         topic = self.topics.pop(name)
         for p in range(topic.partitions):
             self.partitions.pop((name, p), None)
@@ -256,6 +265,19 @@ class Controller:
     def imbalanced(self) -> list[TopicPartition]:
         """Partitions led by another broker than their preferred leader (auto.leader.rebalance.enable)."""
         return [tp for tp, p in self.partitions.items() if p.leader != p.preferred_leader]
+
+    def balance_leaders(self) -> list[TopicPartition]:
+        """``auto.leader.rebalance.enable``: a preferred election for each partition whose preferred
+        leader is an active in-sync replica that does not lead; the partitions whose leader moved.
+        Kafka: ``QuorumController.maybeBalancePartitionLeaders``."""
+        active = self.active()
+        ready = [tp for tp in self.imbalanced()
+                 if self.partitions[tp].preferred_leader in active and self.partitions[tp].preferred_leader
+                 in self.partitions[tp].isr]
+        if not ready:
+            return []
+        return [tp for tp, (code, _) in self.elect_leaders(ElectionType.PREFERRED, ready).items()
+                if code is ErrorCode.NONE]
 
     def move_leader(self, topic: str, partition: int, node_id: int) -> PartitionRegistration:
         """The test kit's "move this partition's leader there": allowed only to an in-sync replica

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from minikafka.broker.cluster.controller import Controller, PartitionChange
 from minikafka.broker.cluster.partition_state import BrokerState, PartitionRegistration
 from minikafka.broker.cluster.replica_tracking import LeaderReplicas
+from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode
 from minikafka.storage.disk_format import TopicPartition
 
@@ -53,7 +54,9 @@ class ReplicaManager:
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> None:
-        """Take up every replica this broker has, as the controller records them now."""
+        """Take up every replica this broker has, as the controller records them now, after
+        dropping the leftovers of topics deleted while it was down."""
+        self._drop_deleted_topics()
         for (topic, partition), part in list(self.controller.partitions.items()):
             if self.node_id in part.replicas:
                 self._take_up(topic, partition, part)
@@ -68,6 +71,29 @@ class ReplicaManager:
         for tp in list(self._hw_waiters):
             self._fail_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.leading.clear()
+
+    def _drop_deleted_topics(self) -> None:
+        """Local topics the controller no longer has, or has again under another topic id (deleted
+        and created anew), are deleted, as Kafka's broker deletes its stray logs at start-up. The
+        coordinators' internal topics are local to their broker, not the controller's."""
+        for name, info in self.storage.topics().items():
+            record = self.controller.topics.get(name)
+            if is_internal(name) or (record is not None and record.topic_id == info.topic_id):
+                continue
+            log.info("node %d: topic %s was deleted while the broker was down; deleting its replicas",
+                     self.node_id, name)
+            self.storage.delete_topic(name)
+
+    def forget_topic(self, name: str) -> None:
+        """The topic was deleted: stop leading and following its partitions, answer the acks=all
+        writes waiting on them with UNKNOWN_TOPIC_OR_PARTITION, and delete the replicas here."""
+        for tp in {*self.leading, *self.fetchers.followed, *self._hw_waiters}:
+            if tp[0] == name:
+                self.fetchers.remove(tp)
+                self.leading.pop(tp, None)
+                self._fail_waiters(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if name in self.storage.topics():
+            self.storage.delete_topic(name)
 
     # ----------------------------------------------------------------- controller changes
     def apply(self, change: PartitionChange) -> None:
