@@ -75,7 +75,12 @@ class Fetchers:
         if leader < 0:
             self.remove(tp)
             return
-        self.followed[tp] = _Followed(leader, leader_epoch)
+        current = self.followed.get(tp)
+        if current is None or (current.leader, current.leader_epoch) != (leader, leader_epoch):
+            # An ISR change keeps the same leader and epoch: an answer in flight still counts.
+            # (A new object here discarded it, and a follower whose every fetch changes the ISR,
+            # joining it or leaving it, never appended anything.)
+            self.followed[tp] = _Followed(leader, leader_epoch)
         if leader not in self._loops or self._loops[leader].done():
             self._wake[leader] = asyncio.Event()
             self._loops[leader] = asyncio.create_task(self._run(leader), name=f"replica-fetcher-{leader}")
