@@ -25,7 +25,6 @@ broker (``/broker/*``, ``/faults``, ``/cleaner/run``, ``/metrics``) answer 409 w
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from minikafka.testkit.admin_http import (
@@ -41,6 +40,7 @@ from minikafka.testkit.admin_http import (
 if TYPE_CHECKING:
     from minikafka.testkit.cluster_control import ClusterControl
 
+BROKER_ACTIONS = ("crash", "start", "restart", "shutdown", "isolate", "heal")
 #: the first part of the single-broker routes, which a cluster does not serve
 _SINGLE_BROKER = {"broker": "/brokers/<id>/...", "faults": None, "cleaner": None, "metrics": None}
 
@@ -67,11 +67,9 @@ class ClusterAdminServer(HttpEndpoint):
             instead = _SINGLE_BROKER[parts[0]]
             raise HttpError(409, f"/{parts[0]} drives a single broker; this is a cluster of "
                                  f"{self.control.cluster.size} brokers" + (f": use {instead}" if instead else ""))
-        if len(parts) == 3 and parts[0] == "brokers":
-            action = self._broker_actions().get(parts[2])
-            if action is not None:
-                key, args = ("brokers", "<id>", parts[2]), (_number(parts[1], "broker id"),)
-                routes[key] = {"POST": action}
+        if len(parts) == 3 and parts[0] == "brokers" and parts[2] in BROKER_ACTIONS:
+            key, args = ("brokers", "<id>", parts[2]), (_number(parts[1], "broker id"), parts[2])
+            routes[key] = {"POST": self._broker_action}
         elif len(parts) == 3 and parts[0] == "topics":
             key, args = ("topics", "<name>", "<partition>"), (parts[1], _number(parts[2], "partition"))
             routes[key] = {"GET": self._partition}
@@ -79,10 +77,6 @@ class ClusterAdminServer(HttpEndpoint):
             key, args = ("topics", "<name>", "<partition>", "leader"), (parts[1], _number(parts[2], "partition"))
             routes[key] = {"POST": self._move_leader}
         return routes, key, args
-
-    def _broker_actions(self) -> dict[str, Callable[..., Awaitable[Response]]]:
-        return {"crash": self._crash, "start": self._start, "restart": self._restart,
-                "shutdown": self._shutdown, "isolate": self._isolate, "heal": self._heal}
 
     # ----------------------------------------------------------------- the cluster
     async def _health(self, _body: Any) -> Response:
@@ -102,36 +96,22 @@ class ClusterAdminServer(HttpEndpoint):
         return {**self.control.snapshot(), "cluster": self.control.describe()}
 
     # ----------------------------------------------------------------- brokers
-    async def _crash(self, _body: Any, node_id: int) -> Response:
+    async def _broker_action(self, body: Any, node_id: int, action: str) -> Response:
+        """``POST /brokers/<id>/<action>``; answers the cluster as it is afterwards."""
+        control = self.control
         with unknown_is_404():
-            await self.control.crash(node_id)
-        return await self._cluster(None)
-
-    async def _start(self, _body: Any, node_id: int) -> Response:
-        with unknown_is_404():
-            await self.control.start(node_id)
-        return await self._cluster(None)
-
-    async def _restart(self, body: Any, node_id: int) -> Response:
-        clean = body_field(body, "clean", bool, True)
-        with unknown_is_404():
-            await self.control.restart(node_id, clean=clean)
-        return await self._cluster(None)
-
-    async def _shutdown(self, _body: Any, node_id: int) -> Response:
-        with unknown_is_404():
-            await self.control.shutdown(node_id)
-        return await self._cluster(None)
-
-    async def _isolate(self, body: Any, node_id: int) -> Response:
-        mode = body_field(body, "from", str, "all")
-        with unknown_is_404():
-            self.control.isolate(node_id, mode)
-        return await self._cluster(None)
-
-    async def _heal(self, _body: Any, node_id: int) -> Response:
-        with unknown_is_404():
-            self.control.heal(node_id)
+            if action == "crash":
+                await control.crash(node_id)
+            elif action == "start":
+                await control.start(node_id)
+            elif action == "restart":
+                await control.restart(node_id, clean=body_field(body, "clean", bool, True))
+            elif action == "shutdown":
+                await control.shutdown(node_id)
+            elif action == "isolate":
+                control.isolate(node_id, body_field(body, "from", str, "all"))
+            else:
+                control.heal(node_id)
         return await self._cluster(None)
 
     # ----------------------------------------------------------------- topics and partitions

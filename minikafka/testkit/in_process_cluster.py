@@ -17,7 +17,6 @@ it here too).
 
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from collections.abc import Mapping
@@ -26,10 +25,10 @@ from typing import Any
 
 from minikafka.broker.embedded import ClusterThread
 from minikafka.testkit.cluster_control import ClusterControl
-from minikafka.testkit.in_process import scratch_dir
+from minikafka.testkit.in_process import OnAThread, scratch_dir
 
 
-class MiniKafkaCluster:
+class MiniKafkaCluster(OnAThread):
     """``brokers`` brokers (node ids 1..N) on free ports (or ``port``, ``port``+1, ...), over
     ``data_dir`` (by default a fresh temporary directory, on a RAM filesystem unless
     ``in_memory=False``, removed at :meth:`stop`). ``config`` holds broker settings under Kafka's
@@ -47,14 +46,12 @@ class MiniKafkaCluster:
             raise
         self.control = ClusterControl(self._thread.cluster)  # its interceptors go on every broker it starts
         self._admin_port = admin_port
-        self._admin: Any = None
-        self._started = False
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> MiniKafkaCluster:
         try:
             self._thread.start()
-            self._started = True
+            self._thread_running = True
             if self._admin_port is not None:
                 from minikafka.testkit.cluster_admin_http import ClusterAdminServer
 
@@ -64,28 +61,6 @@ class MiniKafkaCluster:
             self.stop()
             raise
         return self
-
-    def stop(self) -> None:
-        """Stop every broker that runs (cleanly) and remove a temporary data dir."""
-        if self._admin is not None:
-            try:
-                self._thread.call(self._admin.stop)
-            finally:
-                self._admin = None
-        if self._started:
-            self._started = False
-            self._thread.stop()
-        self._remove_own_dir()
-
-    def _remove_own_dir(self) -> None:
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> MiniKafkaCluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # ----------------------------------------------------------------- brokers
     def crash(self, node_id: int) -> None:
@@ -157,10 +132,6 @@ class MiniKafkaCluster:
     def address(self, node_id: int) -> str:
         """``host:port`` of broker ``node_id`` (where it listens, or listened before it went down)."""
         return self._thread.address(node_id)
-
-    @property
-    def admin_url(self) -> str | None:
-        return self._admin.url if self._admin is not None else None
 
     # ----------------------------------------------------------------- topics
     def create_topic(self, name: str, partitions: int | None = None, replication_factor: int | None = None,

@@ -7,10 +7,12 @@ The brokers of a cluster replicate over the Kafka protocol on loopback: a follow
 :mod:`minikafka.broker.interceptor`), and all of them read one :class:`Isolation`, so a cut is
 seen from both ends:
 
-- ``brokers``: the broker neither serves the other brokers' fetches nor gets its own served; its
-  followers fall behind and leave the ISRs after ``replica.lag.time.max.ms`` (the leader notices),
-  and as a leader it sees its ISR shrink, so acks=all writes time out or are refused with
-  NOT_ENOUGH_REPLICAS below ``min.insync.replicas``.
+- ``brokers``: the broker neither serves the other brokers' fetches nor gets its own served (a
+  fetch already waiting at the leader loses its answer too); once the leader has records such a
+  follower lacks, it leaves the ISR after ``replica.lag.time.max.ms`` (as in Kafka, a follower at
+  the leader's log end stays in sync without fetching). An isolated leader sees its ISR shrink the
+  same way, so acks=all writes time out, then are refused with NOT_ENOUGH_REPLICAS below
+  ``min.insync.replicas``.
 - ``clients``: every connection that is not another broker's is closed at its first request
   (a new connection, or the next request on one already open).
 - ``all``: both.
@@ -88,7 +90,11 @@ class IsolationInterceptor:
         return self.isolation.from_brokers(self.node_id) or self.isolation.from_brokers(peer)
 
     async def dispatch(self, spec: ApiSpec, ctx: RequestContext, request: Any) -> ApiMessage | None:
-        if self.refuses(ctx.client_id):
-            raise CloseConnection(f"broker {self.node_id} is isolated ({self.isolation.mode(self.node_id)})")
+        self._check(ctx.client_id)
         result: ApiMessage | None = await spec.handler(ctx, request)
+        self._check(ctx.client_id)  # cut while it waited (a long-poll Fetch): its answer is lost too
         return result
+
+    def _check(self, client_id: str | None) -> None:
+        if self.refuses(client_id):
+            raise CloseConnection(f"broker {self.node_id} is isolated ({self.isolation.mode(self.node_id)})")

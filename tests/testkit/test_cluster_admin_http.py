@@ -17,7 +17,6 @@ import pytest
 
 from tests.testkit.test_admin_http import Served, http, produce, start_serve, stop_serve
 
-
 #: each broker of a cluster allocates producer ids on its own (not yet cluster-wide): two idempotent
 #: producers that start on different brokers can get the same id, so the failover tests here use plain ones
 NOT_IDEMPOTENT = {"enable.idempotence": False}
@@ -166,3 +165,18 @@ def test_serve_refuses_what_a_cluster_does_not_support_yet_with_one_line(tmp_pat
     assert result.returncode != 0
     assert result.stderr.count("\n") == 1 and "--brokers 3: not yet with --faults" in result.stderr
     assert not (tmp_path / "d").exists()
+
+
+def test_the_console_feed_carries_the_cluster_view(served: Served) -> None:
+    from tests.testkit.test_console_json import Events
+
+    http(served, "POST", "/topics", {"name": "shown", "partitions": 1, "replication_factor": 3})
+    events = Events(served)
+    try:
+        snapshot = events.next()
+    finally:
+        events.close()
+    assert snapshot["cluster"] == http(served, "GET", "/cluster")[1]
+    assert snapshot["status"]["node_id"] == "cluster" and snapshot["faults"] == []
+    (shown,) = snapshot["partitions"]
+    assert (shown["topic"], sorted(shown["replicas"]), shown["leader"]) == ("shown", [1, 2, 3], shown["replicas"][0])
