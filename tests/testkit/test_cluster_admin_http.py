@@ -180,3 +180,17 @@ def test_the_console_feed_carries_the_cluster_view(served: Served) -> None:
     assert snapshot["status"]["node_id"] == "cluster" and snapshot["faults"] == []
     (shown,) = snapshot["partitions"]
     assert (shown["topic"], sorted(shown["replicas"]), shown["leader"]) == ("shown", [1, 2, 3], shown["replicas"][0])
+
+
+def test_a_broker_isolated_from_clients_over_http_refuses_them_until_healed(served: Served) -> None:
+    from tests.testkit.test_admin_http import ping
+
+    status, cluster = http(served, "POST", "/brokers/2/isolate", {"from": "clients"})
+    assert status == 200
+    assert [b["isolated"] for b in cluster["brokers"]] == ["none", "clients", "none"]
+    second = f"{cluster['brokers'][1]['host']}:{cluster['brokers'][1]['port']}"
+    first = f"{cluster['brokers'][0]['host']}:{cluster['brokers'][0]['port']}"
+    assert ping(second) != 0 and ping(first) == 0
+    status, cluster = http(served, "POST", "/brokers/2/heal")
+    assert status == 200 and cluster["brokers"][1]["isolated"] == "none"
+    assert ping(second) == 0
