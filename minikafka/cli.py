@@ -341,12 +341,13 @@ def serve(args: argparse.Namespace) -> int:
     wants_control = args.admin_port is not None or bool(fault_specs)
 
     if args.brokers > 1:
-        if wants_control or args.address_file or str(config.get("listeners")).strip():
-            _fail(ConfigError.exit_code, f"--brokers {args.brokers}: not yet with --admin-port, --faults, "
+        if fault_specs or args.address_file or str(config.get("listeners")).strip():
+            _fail(ConfigError.exit_code, f"--brokers {args.brokers}: not yet with --faults, "
                                          "--address-file or listeners (docs/cluster.md)")
+        admin_port = None if args.admin_port is None else int(args.admin_port)
         loop = new_event_loop()
         try:
-            loop.run_until_complete(_serve_cluster(config, args.brokers))
+            loop.run_until_complete(_serve_cluster(config, args.brokers, args.admin_host or args.host, admin_port))
         except StartupError as exc:
             _fail(exc.exit_code, _for_the_command_line(exc, args))
         finally:
@@ -402,8 +403,9 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve_cluster(config: BrokerConfig, brokers: int) -> None:
-    """``serve --brokers N``: the cluster until SIGINT or SIGTERM, then every broker stops cleanly."""
+async def _serve_cluster(config: BrokerConfig, brokers: int, admin_host: str, admin_port: int | None) -> None:
+    """``serve --brokers N``: the cluster (and its admin endpoint with ``--admin-port``) until
+    SIGINT or SIGTERM, then every broker stops cleanly."""
     import asyncio
     import signal
 
@@ -414,9 +416,25 @@ async def _serve_cluster(config: BrokerConfig, brokers: int) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await cluster.start()
+    admin = None
+    if admin_port is not None:
+        from minikafka.testkit.cluster_admin_http import ClusterAdminServer
+        from minikafka.testkit.cluster_control import ClusterControl
+
+        # bound before the brokers start: a busy admin port must not leave a half-started cluster
+        admin = await ClusterAdminServer(ClusterControl(cluster), admin_host, admin_port).start()
+    try:
+        await cluster.start()
+    except BaseException:
+        if admin is not None:
+            await admin.stop()
+        raise
     _write_line(sys.stdout, f"minikafka listening on {cluster.bootstrap}")
+    if admin is not None:
+        _write_line(sys.stdout, f"minikafka admin endpoint on {admin.host}:{admin.port}")
     await stop.wait()
+    if admin is not None:
+        await admin.stop()
     await cluster.stop()
 
 

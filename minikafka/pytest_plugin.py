@@ -7,6 +7,7 @@ pytest finds hooks and fixtures by the names a plugin module holds, so importing
 from minikafka.testkit.pytest_plugin import (  # noqa: F401
     _minikafka_session_broker,
     minikafka,
+    minikafka_cluster,
     minikafka_factory,
     minikafka_session,
     pytest_addoption,

@@ -2,7 +2,9 @@
 
 Fault rules (:mod:`.faults`, :mod:`.fault_messages`, rule files in :mod:`.fault_files`), lifecycle control (:mod:`.control`: crash,
 start again, roll a segment, expire producers), the HTTP admin endpoint (:mod:`.admin_http`),
-the in-process broker :class:`MiniKafka` (:mod:`.in_process`) and the pytest fixtures
+the in-process broker :class:`MiniKafka` (:mod:`.in_process`), a cluster's controls
+(:mod:`.cluster_control`, :mod:`.isolation`, :mod:`.cluster_admin_http`) and the in-process
+cluster :class:`MiniKafkaCluster` (:mod:`.in_process_cluster`), and the pytest fixtures
 (:mod:`.pytest_plugin`).
 
 The broker knows nothing of this package (``minikafka/broker/`` imports nothing from it; a test
@@ -28,6 +30,7 @@ _EXPORTS = {
     "Faults": "minikafka.testkit.in_process",
     "load_rules": "minikafka.testkit.fault_files",
     "MiniKafka": "minikafka.testkit.in_process",
+    "MiniKafkaCluster": "minikafka.testkit.in_process_cluster",
     "Record": "minikafka.testkit.in_process",
     "scratch_dir": "minikafka.testkit.in_process",
 }

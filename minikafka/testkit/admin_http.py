@@ -53,7 +53,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from aiohttp import HttpVersion11, web
 
@@ -97,17 +97,19 @@ class HttpError(Exception):
 
 
 Response = tuple[int, str, bytes]
+Routes = dict[tuple[str, ...], dict[str, Callable[..., Awaitable[Response]]]]
 
 
-def _json(status: int, body: Any) -> Response:
+def json_answer(status: int, body: Any) -> Response:
     return status, JSON_TYPE, (json.dumps(body, sort_keys=True) + "\n").encode()
 
 
-class AdminServer:
-    """``await AdminServer(control, host, port).start()``; ``port`` 0 picks a free port."""
+class HttpEndpoint:
+    """The HTTP side shared by a broker's endpoint (:class:`AdminServer`) and a cluster's
+    (:class:`~minikafka.testkit.cluster_admin_http.ClusterAdminServer`): listening, answering
+    JSON, the console's page and its live feed. A subclass names its routes (:meth:`_routes`)."""
 
-    def __init__(self, control: BrokerControl, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.control = control
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
         self.port = port
         self._runner: web.ServerRunner | None = None
@@ -118,7 +120,7 @@ class AdminServer:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
         return f"http://{host}:{self.port}"
 
-    async def start(self) -> AdminServer:
+    async def start(self) -> Self:
         server = web.Server(self._handle, request_factory=_request_factory, access_log=None,
                             keepalive_timeout=IDLE_TIMEOUT, logger=_ProtocolLog(log, {}))
         runner = web.ServerRunner(server, shutdown_timeout=STOP_TIMEOUT)
@@ -149,16 +151,16 @@ class AdminServer:
         try:
             status, content_type, data = await self._route(request.method, request.path, await request.read())
         except web.HTTPException as exc:  # aiohttp's own: 413 for a body over MAX_BODY
-            status, content_type, data = _json(exc.status, {"error": exc.text or exc.reason})
+            status, content_type, data = json_answer(exc.status, {"error": exc.text or exc.reason})
         except HttpError as exc:
-            status, content_type, data = _json(exc.status, {"error": str(exc)})
+            status, content_type, data = json_answer(exc.status, {"error": str(exc)})
         except (FaultRuleError, KafkaError, ValueError, KeyError, TypeError) as exc:
-            status, content_type, data = _json(400, {"error": str(exc) or type(exc).__name__})
+            status, content_type, data = json_answer(400, {"error": str(exc) or type(exc).__name__})
         except RuntimeError as exc:  # e.g. the broker is not running
-            status, content_type, data = _json(409, {"error": str(exc)})
+            status, content_type, data = json_answer(409, {"error": str(exc)})
         except Exception as exc:
             log.exception("admin request %s %s failed", request.method, request.path)
-            status, content_type, data = _json(500, {"error": f"{type(exc).__name__}: {exc}"})
+            status, content_type, data = json_answer(500, {"error": f"{type(exc).__name__}: {exc}"})
         # HEAD: aiohttp sends GET's headers (Content-Length included) and leaves the body out
         return web.Response(status=status, body=data, headers={"Content-Type": content_type})
 
@@ -166,7 +168,57 @@ class AdminServer:
     async def _route(self, method: str, path: str, body: bytes) -> Response:
         path = path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
-        routes: dict[tuple[str, ...], dict[str, Callable[..., Awaitable[Response]]]] = {
+        routes, key, args = self._routes(parts)
+        methods = routes.get(key)
+        if methods is None:
+            raise HttpError(404, f"no such endpoint: {path}")
+        handler = methods.get("GET" if method == "HEAD" else method)  # HEAD answers as GET, without the body
+        if handler is None:
+            raise HttpError(405, f"{method} not allowed on {path}; use {', '.join(methods)}")
+        return await handler(_parse_body(body), *args)
+
+    def _routes(self, parts: list[str]) -> tuple[Routes, tuple[str, ...], tuple[Any, ...]]:
+        """The route table, the key ``parts`` match in it and the arguments taken from the path."""
+        raise NotImplementedError
+
+    def _page_routes(self, parts: list[str]) -> tuple[Routes, tuple[str, ...], tuple[Any, ...]]:
+        """The console's routes, which every endpoint serves."""
+        routes: Routes = {
+            ("events",): {"GET": self._events_head},  # GET itself is a stream (see _handle): HEAD only
+            (): {"GET": self._page},
+            ("ui",): {"GET": self._page},
+        }
+        if len(parts) == 2 and parts[0] == "ui":
+            routes[("ui", "<file>")] = {"GET": self._asset}
+            return routes, ("ui", "<file>"), (parts[1],)
+        return routes, tuple(parts), ()
+
+    async def _snapshot(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def _events_head(self, _body: Any) -> Response:
+        return 200, "text/event-stream", b""
+
+    async def _page(self, _body: Any) -> Response:
+        return await self._asset(None, "index.html")
+
+    async def _asset(self, _body: Any, name: str) -> Response:
+        found = asset(name)
+        if found is None:
+            raise HttpError(404, f"no such file: /ui/{name}")
+        return 200, *found
+
+
+class AdminServer(HttpEndpoint):
+    """``await AdminServer(control, host, port).start()``; ``port`` 0 picks a free port."""
+
+    def __init__(self, control: BrokerControl, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host, port)
+        self.control = control
+
+    def _routes(self, parts: list[str]) -> tuple[Routes, tuple[str, ...], tuple[Any, ...]]:
+        routes, key, args = self._page_routes(parts)
+        routes |= {
             ("health",): {"GET": self._health},
             ("metrics",): {"GET": self._metrics},
             ("status",): {"GET": self._status},
@@ -181,100 +233,86 @@ class AdminServer:
             ("transactions",): {"GET": self._transactions},
             ("partitions",): {"GET": self._partitions},
             ("groups",): {"GET": self._groups},
-            ("events",): {"GET": self._events_head},  # GET itself is a stream (see _handle): HEAD only
-            (): {"GET": self._page},
-            ("ui",): {"GET": self._page},
         }
-        key = tuple(parts)
-        args: tuple[Any, ...] = ()
         if len(parts) == 2 and parts[0] == "faults":
             key, args = ("faults", "<id>"), (parts[1],)
             routes[key] = {"GET": self._get_rule, "DELETE": self._remove_rule}
         elif len(parts) == 3 and parts[0] == "topics":
             key, args = ("topics", "<name>", "<partition>"), (parts[1], parts[2])
             routes[key] = {"GET": self._partition}
-        elif len(parts) == 2 and parts[0] == "ui":
-            key, args = ("ui", "<file>"), (parts[1],)
-            routes[key] = {"GET": self._asset}
-        methods = routes.get(key)
-        if methods is None:
-            raise HttpError(404, f"no such endpoint: {path}")
-        handler = methods.get("GET" if method == "HEAD" else method)  # HEAD answers as GET, without the body
-        if handler is None:
-            raise HttpError(405, f"{method} not allowed on {path}; use {', '.join(methods)}")
-        return await handler(_parse_body(body), *args)
+        return routes, key, args
 
     async def _health(self, _body: Any) -> Response:
         up = self.control.running
-        return _json(200 if up else 503, {"status": "up" if up else "down", "bootstrap": self.control.broker.bootstrap})
+        return json_answer(200 if up else 503, {"status": "up" if up else "down", "bootstrap": self.control.broker.bootstrap})
 
     async def _metrics(self, _body: Any) -> Response:
         text = self.control.metrics_text()
         return 200, prometheus.CONTENT_TYPE, text.encode()
 
     async def _status(self, _body: Any) -> Response:
-        return _json(200, self.control.status())
+        return json_answer(200, self.control.status())
 
     async def _list_rules(self, _body: Any) -> Response:
-        return _json(200, {"rules": [r.to_dict() for r in self.control.faults.rules]})
+        return json_answer(200, {"rules": [r.to_dict() for r in self.control.faults.rules]})
 
     async def _add_rules(self, body: Any) -> Response:
         added = self.control.faults.add_all(rule_specs(body))
-        return _json(201, {"rules": [r.to_dict() for r in added]})
+        return json_answer(201, {"rules": [r.to_dict() for r in added]})
 
     async def _clear_rules(self, _body: Any) -> Response:
-        return _json(200, {"removed": self.control.faults.clear()})
+        return json_answer(200, {"removed": self.control.faults.clear()})
 
     async def _get_rule(self, _body: Any, rule_id: str) -> Response:
         rule = self.control.faults.get(rule_id)
         if rule is None:
             raise HttpError(404, f"no rule {rule_id!r}")
-        return _json(200, rule.to_dict())
+        return json_answer(200, rule.to_dict())
 
     async def _remove_rule(self, _body: Any, rule_id: str) -> Response:
         if not self.control.faults.remove(rule_id):
             raise HttpError(404, f"no rule {rule_id!r}")
-        return _json(200, {"removed": 1})
+        return json_answer(200, {"removed": 1})
 
     async def _crash(self, _body: Any) -> Response:
         await self.control.crash()
-        return _json(200, self.control.status())
+        return json_answer(200, self.control.status())
 
     async def _start(self, _body: Any) -> Response:
         await self.control.start()
-        return _json(200, self.control.status())
+        return json_answer(200, self.control.status())
 
     async def _restart(self, body: Any) -> Response:
-        clean = _field(body, "clean", bool, True)
+        clean = body_field(body, "clean", bool, True)
         await self.control.restart(clean=clean)
-        return _json(200, self.control.status())
+        return json_answer(200, self.control.status())
 
     async def _roll(self, body: Any) -> Response:
-        with _unknown_is_404():
+        with unknown_is_404():
             rolled = self.control.roll_segments(*_topic_partition(body))
-        return _json(200, {"rolled": rolled})
+        return json_answer(200, {"rolled": rolled})
 
     async def _expire(self, body: Any) -> Response:
-        with _unknown_is_404():
+        with unknown_is_404():
             count = self.control.expire_producers(*_topic_partition(body))
-        return _json(200, {"expired": count})
+        return json_answer(200, {"expired": count})
 
     async def _clean(self, body: Any) -> Response:
-        with _unknown_is_404():
-            done = await self.control.clean_logs(_field(body, "roll", bool, False), *_topic_partition(body))
-        return _json(200, done)
+        with unknown_is_404():
+            done = await self.control.clean_logs(body_field(body, "roll", bool, False), *_topic_partition(body))
+        return json_answer(200, done)
 
     async def _topics(self, _body: Any) -> Response:
-        return _json(200, {"topics": self.control.topics()})
+        return json_answer(200, {"topics": self.control.topics()})
 
     async def _transactions(self, _body: Any) -> Response:
-        return _json(200, {"transactions": self.control.transactions()})
+        return json_answer(200, {"transactions": self.control.transactions()})
 
     async def _partitions(self, _body: Any) -> Response:
-        return _json(200, {"partitions": views.partitions(self.control)})
+        return json_answer(200, {"partitions": views.partitions(self.control)})
 
     async def _groups(self, _body: Any) -> Response:
-        return _json(200, {"groups": views.groups(self.control)})
+        return json_answer(200, {"groups": views.groups(self.control)})
 
     async def _snapshot(self) -> dict[str, Any]:
         """The console's snapshot, with ``GET /cluster``'s body when that route answers (None on 404)."""
@@ -286,33 +324,21 @@ class AdminServer:
         snapshot["cluster"] = json.loads(data) if status == 200 else None
         return snapshot
 
-    async def _events_head(self, _body: Any) -> Response:
-        return 200, "text/event-stream", b""
-
-    async def _page(self, _body: Any) -> Response:
-        return await self._asset(None, "index.html")
-
-    async def _asset(self, _body: Any, name: str) -> Response:
-        found = asset(name)
-        if found is None:
-            raise HttpError(404, f"no such file: /ui/{name}")
-        return 200, *found
-
     async def _create_topic(self, body: Any) -> Response:
-        name = _field(body, "name", str, None)
+        name = body_field(body, "name", str, None)
         if not name:
             raise HttpError(400, "a topic needs a name")
-        config = _field(body, "config", dict, None)
-        self.control.create_topic(name, _field(body, "partitions", int, None), config)  # None: num.partitions
-        return _json(201, {"name": name, "partitions": self.control.topics().get(name)})
+        config = body_field(body, "config", dict, None)
+        self.control.create_topic(name, body_field(body, "partitions", int, None), config)  # None: num.partitions
+        return json_answer(201, {"name": name, "partitions": self.control.topics().get(name)})
 
     async def _partition(self, _body: Any, topic: str, partition: str) -> Response:
         try:
             number = int(partition)
         except ValueError:
             raise HttpError(400, f"partition must be a number, not {partition!r}") from None
-        with _unknown_is_404():
-            return _json(200, self.control.partition_state(topic, number))
+        with unknown_is_404():
+            return json_answer(200, self.control.partition_state(topic, number))
 
 
 def _request_factory(message: RawRequestMessage, payload: StreamReader, protocol: RequestHandler,
@@ -340,7 +366,7 @@ def _parse_body(body: bytes) -> Any:
 
 
 @contextmanager
-def _unknown_is_404() -> Iterator[None]:
+def unknown_is_404() -> Iterator[None]:
     """The control's KeyError for an unknown topic or partition answers 404 with its message."""
     try:
         yield
@@ -350,10 +376,10 @@ def _unknown_is_404() -> Iterator[None]:
 
 def _topic_partition(body: Any) -> tuple[str | None, int | None]:
     """The optional ``topic`` and ``partition`` a control action is limited to (None: all)."""
-    return _field(body, "topic", str, None), _field(body, "partition", int, None)
+    return body_field(body, "topic", str, None), body_field(body, "partition", int, None)
 
 
-def _field(body: Any, name: str, kind: type, default: Any) -> Any:
+def body_field(body: Any, name: str, kind: type, default: Any) -> Any:
     if body is None:
         return default
     if not isinstance(body, dict):

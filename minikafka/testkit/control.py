@@ -208,16 +208,7 @@ class BrokerControl:
 
     def transactions(self) -> list[dict[str, Any]]:
         """Every transactional id the coordinator knows, with its state (empty when not running)."""
-        coordinator = self.broker.transactions
-        if coordinator is None or not coordinator.active:
-            return []
-        return [
-            {"transactional_id": m.transactional_id, "state": m.state.display, "producer_id": m.producer_id,
-             "producer_epoch": m.producer_epoch, "timeout_ms": m.timeout_ms, "start_ms": m.start_ms,
-             "last_update_ms": m.last_update_ms, "partitions": [f"{t}-{p}" for t, p in sorted(m.partitions)],
-             "kafka_partition": coordinator.kafka_partition(m.transactional_id)}
-            for m in sorted(coordinator.txns.values(), key=lambda m: m.transactional_id)
-        ]
+        return transactions_of(self.broker)
 
     def status(self) -> dict[str, Any]:
         broker = self.broker
@@ -231,3 +222,17 @@ class BrokerControl:
             "restarts": self.restarts,
             "rules": len(self.faults.rules),
         }
+
+
+def transactions_of(broker: Broker) -> list[dict[str, Any]]:
+    """Every transactional id the broker's coordinator knows, with its state (empty when not running)."""
+    coordinator = broker.transactions
+    if coordinator is None or not coordinator.active:
+        return []
+    return [
+        {"transactional_id": m.transactional_id, "state": m.state.display, "producer_id": m.producer_id,
+         "producer_epoch": m.producer_epoch, "timeout_ms": m.timeout_ms, "start_ms": m.start_ms,
+         "last_update_ms": m.last_update_ms, "partitions": [f"{t}-{p}" for t, p in sorted(m.partitions)],
+         "kafka_partition": coordinator.kafka_partition(m.transactional_id)}
+        for m in sorted(coordinator.txns.values(), key=lambda m: m.transactional_id)
+    ]

@@ -24,7 +24,7 @@ import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from minikafka.broker.embedded import BrokerThread
 from minikafka.storage.batch import split_batches
@@ -121,7 +121,49 @@ def scratch_dir(in_memory: bool = True) -> Path:
     return Path(tempfile.mkdtemp(prefix="minikafka-"))
 
 
-class MiniKafka:
+class OnAThread:
+    """What :class:`MiniKafka` and :class:`~minikafka.testkit.in_process_cluster.MiniKafkaCluster`
+    share: the thread their brokers run on (``_thread``, with ``call`` and ``stop``), the admin
+    endpoint they may serve, and a scratch data dir removed when they stop."""
+
+    _thread: Any
+    _admin: Any = None
+    _thread_running: bool = False
+    _own_dir: bool
+    data_dir: Path
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop the brokers (cleanly, if they run) and remove a temporary data dir."""
+        if self._admin is not None:
+            try:
+                self._thread.call(self._admin.stop)
+            finally:
+                self._admin = None
+        if self._thread_running:
+            self._thread_running = False
+            self._thread.stop()
+        self._remove_own_dir()
+
+    def _remove_own_dir(self) -> None:
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def admin_url(self) -> str | None:
+        """``http://host:port`` of the admin endpoint (only with ``admin_port``)."""
+        return self._admin.url if self._admin is not None else None
+
+
+class MiniKafka(OnAThread):
     """A broker for tests on a free port (or ``port``), over ``data_dir`` (by default a fresh
     temporary directory — on a RAM filesystem unless ``in_memory=False`` — removed at :meth:`stop`).
 
@@ -151,9 +193,7 @@ class MiniKafka:
             raise
         self._initial_faults = [dict(f) for f in faults or []]
         self._admin_port = admin_port
-        self._admin: Any = None
         self._control: Any = None
-        self._thread_running = False
         self.faults = Faults(self)
 
     # ----------------------------------------------------------------- lifecycle
@@ -177,28 +217,6 @@ class MiniKafka:
             self.stop()
             raise
         return self
-
-    def stop(self) -> None:
-        """Stop the broker (cleanly, if it is running) and remove a temporary data dir."""
-        if self._admin is not None:
-            try:
-                self._thread.call(self._admin.stop)
-            finally:
-                self._admin = None
-        if self._thread_running:
-            self._thread_running = False
-            self._thread.stop()
-        self._remove_own_dir()
-
-    def _remove_own_dir(self) -> None:
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def __enter__(self) -> MiniKafka:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def crash(self) -> None:
         """Stop as a crash would: connections dropped; nothing flushed, snapshotted or marked clean."""
@@ -229,10 +247,6 @@ class MiniKafka:
     @property
     def port(self) -> int:
         return self._thread.port
-
-    @property
-    def admin_url(self) -> str | None:
-        return self._admin.url if self._admin is not None else None
 
     # ----------------------------------------------------------------- storage and admin
     def roll_segment(self, topic: str | None = None, partition: int | None = None) -> list[str]:

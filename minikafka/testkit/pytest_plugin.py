@@ -18,6 +18,10 @@ Fixtures:
     its fault rules are cleared after each test that used it).
 ``minikafka_factory``
     a function that starts brokers with given options; all stop at the end of the test.
+``minikafka_cluster``
+    a cluster of brokers (3 by default) for one test, a
+    :class:`~minikafka.testkit.in_process_cluster.MiniKafkaCluster` with its failover controls;
+    settings from ``@pytest.mark.minikafka_cluster(brokers=3, config={...}, admin_port=0)``.
 
 Data dirs are fresh temporary directories on a RAM filesystem (``/dev/shm``) when one with
 room is there — a first start's fsyncs are most of a broker's start-up time on a disk — and are
@@ -40,9 +44,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from minikafka.testkit import MiniKafka
+    from minikafka.testkit import MiniKafka, MiniKafkaCluster
 
 _MARKER = "minikafka"
+_CLUSTER_MARKER = "minikafka_cluster"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,6 +65,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{_MARKER}(config=None, faults=None, admin_port=None): settings for the minikafka fixture's broker "
         "(Kafka broker settings, fault rule specs, admin HTTP port)",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{_CLUSTER_MARKER}(brokers=3, config=None, admin_port=None): settings for the minikafka_cluster "
+        "fixture's cluster (number of brokers, Kafka broker settings, admin HTTP port)",
     )
 
 
@@ -89,6 +99,12 @@ def _start(pytest_config: pytest.Config, tmp_path_factory: pytest.TempPathFactor
     _load_broker_code()  # imported when a fixture is used, not at pytest start-up
     from minikafka.testkit import MiniKafka
 
+    return _started(MiniKafka, pytest_config, tmp_path_factory, name, options)
+
+
+def _started(kind: Callable[..., Any], pytest_config: pytest.Config, tmp_path_factory: pytest.TempPathFactory,
+             name: str, options: dict[str, Any]) -> Any:
+    """``kind(**options).start()`` over a fresh data dir (in RAM unless the ini file says not)."""
     made_dir = None
     if "data_dir" not in options:
         if pytest_config.getini("minikafka_data_in_memory"):
@@ -96,7 +112,7 @@ def _start(pytest_config: pytest.Config, tmp_path_factory: pytest.TempPathFactor
         else:
             options["data_dir"] = made_dir = tmp_path_factory.mktemp(name)
     try:
-        return MiniKafka(**options).start()
+        return kind(**options).start()
     except BaseException:
         if made_dir is not None:  # refused (a bad setting, a port in use): nothing to inspect there
             shutil.rmtree(made_dir, ignore_errors=True)
@@ -122,10 +138,28 @@ def minikafka_factory(pytestconfig: pytest.Config,
 @pytest.fixture
 def minikafka(request: pytest.FixtureRequest, minikafka_factory: Callable[..., MiniKafka]) -> MiniKafka:
     """A broker for this test on a free 127.0.0.1 port, with a temporary data dir."""
+    return minikafka_factory(**_marked(request, _MARKER))
+
+
+def _marked(request: pytest.FixtureRequest, name: str) -> dict[str, Any]:
+    """The keyword arguments of the test's ``name`` markers; the closest marker wins."""
     options: dict[str, Any] = {}
-    for marker in reversed(list(request.node.iter_markers(_MARKER))):  # closest marker wins
+    for marker in reversed(list(request.node.iter_markers(name))):
         options.update(marker.kwargs)
-    return minikafka_factory(**options)
+    return options
+
+
+@pytest.fixture
+def minikafka_cluster(request: pytest.FixtureRequest, pytestconfig: pytest.Config,
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniKafkaCluster]:
+    """A cluster for this test (3 brokers unless the marker says), on free ports, with a temporary data dir."""
+    _load_broker_code()
+    from minikafka.testkit import MiniKafkaCluster
+
+    cluster = _started(MiniKafkaCluster, pytestconfig, tmp_path_factory, "minikafka-cluster",
+                       _marked(request, _CLUSTER_MARKER))
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,6 +113,8 @@ class Cluster:
                                      on_change=self._changed)
         self.metadata = MetadataFile(self.data_dir)
         self.brokers: dict[int, Broker] = {}
+        #: called with each new Broker object before it starts (the test kit sets its interceptor here)
+        self.broker_hooks: list[Callable[[Broker], None]] = []
         self._lock = DataDirLock(self.data_dir)
         self._balancer: asyncio.Task[None] | None = None
 
@@ -165,6 +168,8 @@ class Cluster:
             return broker
         broker = Broker(self.node_config(node_id), cluster=ClusterLink(self, node_id))
         self.brokers[node_id] = broker
+        for hook in self.broker_hooks:
+            hook(broker)
         await broker.start()
         self.controller.unfence(node_id)
         log.info("cluster: broker %d is up", node_id)

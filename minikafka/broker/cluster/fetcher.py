@@ -69,12 +69,18 @@ class Fetchers:
         self.followed: dict[TopicPartition, _Followed] = {}
         self._loops: dict[int, asyncio.Task[None]] = {}
         self._wake: dict[int, asyncio.Event] = {}
+        self._stopped = False
 
     def follow(self, tp: TopicPartition, leader: int, leader_epoch: int) -> None:
         if leader < 0:
             self.remove(tp)
             return
-        self.followed[tp] = _Followed(leader, leader_epoch)
+        current = self.followed.get(tp)
+        if current is None or (current.leader, current.leader_epoch) != (leader, leader_epoch):
+            # An ISR change keeps the same leader and epoch: an answer in flight still counts.
+            # (A new object here discarded it, and a follower whose every fetch changes the ISR,
+            # joining it or leaving it, never appended anything.)
+            self.followed[tp] = _Followed(leader, leader_epoch)
         if leader not in self._loops or self._loops[leader].done():
             self._wake[leader] = asyncio.Event()
             self._loops[leader] = asyncio.create_task(self._run(leader), name=f"replica-fetcher-{leader}")
@@ -84,7 +90,12 @@ class Fetchers:
         self.followed.pop(tp, None)
 
     async def stop(self) -> None:
+        # The flag and the wake-up end a loop even if Python 3.11's wait_for dropped its
+        # cancellation (an answer that arrived as the cancel did): it would wait for work forever.
+        self._stopped = True
         self.followed.clear()
+        for wake in self._wake.values():
+            wake.set()
         for task in self._loops.values():
             task.cancel()
         for task in self._loops.values():
@@ -98,7 +109,7 @@ class Fetchers:
         max_wait_ms = int(self.config.get("replica.fetch.wait.max.ms"))
         client: PeerClient | None = None
         try:
-            while True:
+            while not self._stopped:
                 parts = {tp: f for tp, f in self.followed.items() if f.leader == leader and not f.fenced}
                 if not parts:
                     wake = self._wake[leader]

@@ -50,6 +50,13 @@ class PeerClient:
         try:
             writer.write(bytes(request.encode(framed=True, header=True)))
             return await asyncio.wait_for(answer, timeout)
+        except PeerUnavailable:
+            # Python 3.11's wait_for drops a cancellation that arrives as the answer fails (the
+            # connection closing while this broker stops): the caller is being cancelled, say so.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError from None
+            raise
         finally:
             self._pending.pop(correlation_id, None)
 

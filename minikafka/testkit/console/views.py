@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from minikafka.broker.groups.consumer_group import ConsumerGroup
     from minikafka.broker.groups.consumer_records import Assignment
     from minikafka.broker.groups.group import Group
+    from minikafka.broker.server import Broker
     from minikafka.storage.log import PartitionLog
     from minikafka.storage.producer_state import ProducerStateEntry
     from minikafka.testkit.control import BrokerControl
@@ -43,11 +44,12 @@ def partitions(control: BrokerControl, internal: bool = False) -> list[dict[str,
     if logs is None or not control.running:
         return []
     node = control.broker.node_id
-    out = [_partition(plog, node) for plog in logs.all_logs() if internal or not is_internal(plog.topic)]
+    out = [partition_view(plog, node) for plog in logs.all_logs() if internal or not is_internal(plog.topic)]
     return sorted(out, key=lambda p: (p["topic"], p["partition"]))
 
 
-def _partition(plog: PartitionLog, node: int) -> dict[str, Any]:
+def partition_view(plog: PartitionLog, node: int) -> dict[str, Any]:
+    """One partition as ``node``'s log holds it (a cluster's view overrides leader, epoch and replicas)."""
     producers = sorted(plog.producers().values(), key=lambda e: e.last_append_ms, reverse=True)
     return {
         "topic": plog.topic,
@@ -92,8 +94,13 @@ def groups(control: BrokerControl) -> list[dict[str, Any]]:
     group adds ``group_epoch``, ``assignment_epoch``, ``assignor`` and per member ``member_epoch``,
     ``member_state``, ``subscribed_topics``, ``subscribed_regex``, ``target_assignment`` and
     ``pending_revocation`` (``generation`` is its group epoch, ``protocol`` its assignor)."""
-    coordinator = control.broker.groups
-    logs = control.broker.logs
+    return broker_groups(control.broker)
+
+
+def broker_groups(broker: Broker) -> list[dict[str, Any]]:
+    """:func:`groups` of the broker that coordinates them (broker 1 of a cluster)."""
+    coordinator = broker.groups
+    logs = broker.logs
     if coordinator is None or logs is None or not coordinator.active:
         return []
     ends = {(p.topic, p.partition): p.high_watermark for p in logs.all_logs()}
