@@ -153,7 +153,8 @@ class Broker:
         self.logs.load()
         if self.cluster is not None:
             self.replicas = self._replica_manager(self.cluster, self.logs)
-        self.producer_ids = ProducerIdAllocator(self.data_dir)
+        # a cluster's brokers share one allocator: two producers never get the same id
+        self.producer_ids = ProducerIdAllocator(self.data_dir) if self.cluster is None else self.cluster.producer_ids
         # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
         offset_stores = OffsetStore.factory(self.logs, self.config, "offsets.topic.segment.bytes", self.clock,
                                             self.flusher)

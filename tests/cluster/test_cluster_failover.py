@@ -179,3 +179,15 @@ def test_an_unclean_election_loses_exactly_the_records_only_the_old_leader_had(t
             fetched = fetch_raw(client, "risky", version=11)
         assert [r.value for b in kafka_batches(fetched.records or b"") for r in b] == [b"everywhere", b"after"]
         assert read_all(cluster, "risky", "g") == [b"everywhere", b"after"]
+
+
+def test_producers_that_start_on_different_brokers_never_share_a_producer_id(cluster: ClusterThread) -> None:
+    from kafka.protocol.producer import InitProducerIdRequest
+
+    ids = []
+    for node in (1, 2, 3, 1, 2, 3):
+        with RawClient(cluster.address(node)) as client:
+            answer = client.request(InitProducerIdRequest[1](transactional_id=None, transaction_timeout_ms=-1))
+            assert answer.error_code == 0
+            ids.append(answer.producer_id)
+    assert len(set(ids)) == len(ids), ids

@@ -26,6 +26,7 @@ from minikafka.config import BrokerConfig, list_setting
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.startup_errors import ConfigError, DataDirError
 from minikafka.storage.dir_lock import DataDirLock
+from minikafka.storage.producer_ids import ProducerIdAllocator
 
 if TYPE_CHECKING:
     from minikafka.broker.server import Broker
@@ -53,6 +54,11 @@ class ClusterLink:
         if broker is None or not broker.started:
             return None
         return broker.advertised_address()
+
+    @property
+    def producer_ids(self) -> ProducerIdAllocator:
+        """The cluster's one producer-id allocator (Kafka's controller hands out id blocks)."""
+        return self.cluster.producer_ids
 
     def coordinator_broker(self) -> Broker | None:
         """The broker that coordinates groups and transactional ids, while it is up."""
@@ -117,6 +123,8 @@ class Cluster:
         self.broker_hooks: list[Callable[[Broker], None]] = []
         self._lock = DataDirLock(self.data_dir)
         self._balancer: asyncio.Task[None] | None = None
+        #: shared by every broker, kept in the cluster's data dir: two producers never get one id
+        self.producer_ids = ProducerIdAllocator(self.data_dir)
 
     def node_config(self, node_id: int) -> BrokerConfig:
         """Broker ``node_id``'s settings: the cluster's, its own port and data dir. A broker that
