@@ -44,12 +44,14 @@ def read_all(cluster: ClusterThread, topic: str, group: str, **extra: Any) -> li
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                          "enable.partition.eof": True, **extra})
     consumer.subscribe([topic])
-    return drain(consumer, topic)
+    return drain(consumer, topic, cluster.call(lambda: cluster.cluster.controller.topics[topic].partitions))
 
 
-def drain(consumer: Consumer, what: str) -> list[bytes]:
-    """The values ``consumer`` reads until the first end of a partition; it is closed then."""
+def drain(consumer: Consumer, what: str, partitions: int = 1) -> list[bytes]:
+    """The values ``consumer`` reads until it has reached the end of ``partitions`` partitions;
+    it is closed then."""
     values: list[bytes] = []
+    ended: set[int] = set()
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline:
@@ -58,7 +60,9 @@ def drain(consumer: Consumer, what: str) -> list[bytes]:
                 continue
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
-                    return values
+                    ended.add(msg.partition())
+                    if len(ended) >= partitions:
+                        return values
                 continue
             values.append(msg.value())
     finally:
