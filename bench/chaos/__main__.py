@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the workload runs (default 60)")
     parser.add_argument("--seed", type=int, default=1, help="seeds the fault schedule and the clients' choices")
     parser.add_argument("--bootstrap", help="run against this broker, without the nemesis")
-    parser.add_argument("--brokers", type=int, default=1, help="brokers of the in-process cluster (1 for now)")
+    parser.add_argument("--brokers", type=int, default=1, help="brokers of the in-process cluster (>1: the cluster nemesis)")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--replication-factor", type=int, default=1, help="of the topic created (--bootstrap)")
     parser.add_argument("--interval", type=float, default=4.0, help="mean seconds between faults")
@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check is not None:
         return _check_only(args.check)
-    if args.brokers != 1:
-        print("--brokers: only 1 for now; the multi-broker nemesis needs minikafka's cluster", file=sys.stderr)
+    if not 1 <= args.brokers <= 16:
+        print("--brokers: from 1 to 16", file=sys.stderr)
         return 2
     if args.seconds <= 0 or args.partitions <= 0:
         print("--seconds and --partitions must be positive", file=sys.stderr)
@@ -49,6 +49,14 @@ def main(argv: list[str] | None = None) -> int:
         except KafkaException as exc:  # the topic could not be created: no broker there, or it refused
             print(f"--bootstrap {args.bootstrap}: {exc.args[0]}", file=sys.stderr)
             return 3
+    elif args.brokers > 1:
+        from bench.chaos.nemesis import ClusterTarget
+        from minikafka.testkit import MiniKafkaCluster
+
+        with MiniKafkaCluster(brokers=args.brokers, config={"log.segment.bytes": 256 * 1024,
+                                                             "replica.lag.time.max.ms": 5000}) as cluster:
+            result = run(cluster.bootstrap, args.seconds, args.seed, ClusterTarget(cluster), args.partitions,
+                         replication=min(3, args.brokers), interval=args.interval, log=_log)
     else:
         from bench.chaos.nemesis import SingleBroker
         from minikafka.testkit import MiniKafka

@@ -69,7 +69,8 @@ class Target(Protocol):
 
 
 class ClusterControls(Protocol):
-    """The controls a multi-broker minikafka must offer for :data:`CLUSTER_ACTIONS` (not built yet)."""
+    """The controls a multi-broker minikafka offers for :data:`CLUSTER_ACTIONS` (:class:`ClusterTarget`
+    drives them through :class:`~minikafka.testkit.MiniKafkaCluster`)."""
 
     def crash_broker(self, node: int) -> None: ...
     def start_broker(self, node: int) -> None: ...
@@ -99,6 +100,8 @@ def schedule(seed: int, seconds: float, actions: tuple[str, ...], interval: floa
             params["restart_ms"] = rng.choice([100, 300, 1000])
         elif action == "delay":
             params["delay_ms"] = rng.choice([50, 200, 500, 1500])
+        elif action in CLUSTER_ACTIONS:
+            params["pick"] = rng.randrange(1000)  # which broker, partition or replica
         out.append(Fault(round(t, 2), action, duration, params))
         t += duration + rng.uniform(interval / 2, interval * 1.5)
 
@@ -156,6 +159,62 @@ class SingleBroker:
         self.kafka.faults.clear()
         if not self.kafka.running:
             self.kafka.start_again()
+
+
+class ClusterTarget:
+    """The faults of a :class:`~minikafka.testkit.MiniKafkaCluster`: a broker crashed or shut down
+    (controlled) and started again after the fault's duration, a partition's leader moved to another
+    in-sync replica, a broker cut off from the other brokers or from the clients and healed. The
+    broker and partition are drawn from the fault's own seeded parameters."""
+
+    actions: tuple[str, ...] = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
+                                "isolate-from-clients")
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+
+    def _node(self, fault: Fault) -> int:
+        brokers = sorted(self.cluster.brokers)
+        return brokers[int(fault.params.get("pick", 0)) % len(brokers)]
+
+    def apply(self, fault: Fault) -> Any:
+        node = self._node(fault)
+        if fault.action == "crash-broker":
+            self.cluster.crash(node)
+        elif fault.action == "controlled-shutdown":
+            self.cluster.shutdown(node)
+        elif fault.action == "isolate-from-brokers":
+            self.cluster.isolate(node, "brokers")
+        elif fault.action == "isolate-from-clients":
+            self.cluster.isolate(node, "clients")
+        elif fault.action == "move-leader":
+            topics = sorted(t for t in self.cluster.topics() if t.startswith("chaos-"))
+            if not topics:
+                return "no topic yet"
+            topic = topics[0]
+            partition = int(fault.params.get("pick", 0)) % self.cluster.topics()[topic]
+            isr = [n for n in self.cluster.isr(topic, partition) if n != self.cluster.leader(topic, partition)]
+            if not isr:
+                return f"{topic}-{partition} has no other in-sync replica"
+            self.cluster.move_leader(topic, partition, isr[int(fault.params.get("pick", 0)) % len(isr)])
+            return f"{topic}-{partition} moved"
+        else:
+            raise ValueError(f"a cluster has no fault {fault.action!r}")
+        return node
+
+    def undo(self, fault: Fault, handle: Any) -> str:
+        if fault.action in ("crash-broker", "controlled-shutdown"):
+            self.cluster.start_broker(handle)
+            return f"broker {handle} down and started again"
+        if fault.action.startswith("isolate"):
+            self.cluster.heal(handle)
+            return f"broker {handle} cut off and healed"
+        return str(handle)
+
+    def heal(self) -> None:
+        for node in sorted(self.cluster.brokers):
+            self.cluster.heal(node)
+            self.cluster.start_broker(node)
 
 
 class Nemesis:

@@ -95,8 +95,9 @@ def test_a_fenced_transactional_writer_carries_on_with_a_new_producer() -> None:
         assert len(records) == 2 and records[0].value == b"t9-2"  # t9-1 never written; t9-2 and its marker
 
 
-def test_more_brokers_are_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--brokers", "3"]) == 2
+@pytest.mark.parametrize("brokers", ["0", "17"])
+def test_a_broker_count_out_of_range_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], brokers: str) -> None:
+    assert main(["--brokers", brokers]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--brokers" in err
 
