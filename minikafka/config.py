@@ -58,6 +58,10 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "offsets.retention.minutes": (int, 10080),
     "offsets.retention.check.interval.ms": (int, 600000),
     "offsets.topic.segment.bytes": (int, 104857600),
+    # A cluster's __consumer_offsets partitions (a single broker keeps one) and how long a
+    # coordinator's write waits for the in-sync replicas.
+    "offsets.topic.num.partitions": (int, 50),
+    "offsets.commit.timeout.ms": (int, 5000),
     "offset.metadata.max.bytes": (int, 4096),
     "max.connections": (int, 2147483647),
     "max.connections.per.ip": (int, 2147483647),
@@ -154,6 +158,8 @@ BROKER_SETTING_MINIMUM: dict[str, int] = {
     "offsets.retention.minutes": 1,
     "offsets.retention.check.interval.ms": 1,
     "offsets.topic.segment.bytes": 1,
+    "offsets.topic.num.partitions": 1,
+    "offsets.commit.timeout.ms": 1,
     "max.connections": 1,
     "max.connections.per.ip": 1,
     "connections.max.idle.ms": -1,

@@ -38,6 +38,9 @@ class CoordinatorPartitions:
         self.topic = topic
         self.count = count
         self._states: dict[int, PartitionState] = {}
+        #: how many loads of each partition began: a load that was overtaken by an unload and a
+        #: new load must not replay as well (its state would be there twice)
+        self._loads: dict[int, int] = {}
 
     async def load(self, partition: int, replay: Callable[[], T]) -> T | None:
         """Load ``partition`` with ``replay`` (which reads its log into the coordinator's memory):
@@ -45,8 +48,9 @@ class CoordinatorPartitions:
         as Kafka loads on its own thread. ``replay``'s result, or None when the partition cannot be
         opened or was unloaded before its replay began."""
         self.begin_loading(partition)
+        this_load = self._loads[partition]
         await asyncio.sleep(0)
-        if not self.is_loading(partition):
+        if not self.is_loading(partition) or self._loads[partition] != this_load:
             return None
         try:
             result = replay()
@@ -71,6 +75,7 @@ class CoordinatorPartitions:
         if partition in self._states:
             raise ValueError(f"{self.topic}-{partition} is already {self._states[partition].value}")
         self._states[partition] = PartitionState.LOADING
+        self._loads[partition] = self._loads.get(partition, 0) + 1
 
     def finish_loading(self, partition: int) -> bool:
         """Mark a loading partition loaded; False when it was unloaded while it loaded."""
@@ -82,6 +87,10 @@ class CoordinatorPartitions:
     def remove(self, partition: int) -> bool:
         """Stop serving ``partition``; whether it was served (loaded or loading)."""
         return self._states.pop(partition, None) is not None
+
+    def served(self) -> list[int]:
+        """The partitions served here (loaded or loading)."""
+        return sorted(self._states)
 
     def is_loaded(self, partition: int) -> bool:
         return self._states.get(partition) is PartitionState.LOADED

@@ -193,6 +193,13 @@ class ClusterThread:
         part = self.call(self.cluster.controller.partition, topic, partition)
         return -1 if part is None else int(part.leader)
 
+    def coordinator(self, key: str, kind: str = "group") -> int:
+        """The broker that coordinates group ``key`` (``kind`` "group") or transactional id ``key``
+        (``kind`` "transaction"): the leader of its internal partition, -1 while there is none."""
+        from minikafka.broker.cluster.cluster import coordinator_topic
+
+        return int(self.call(self.cluster.coordinator_of, coordinator_topic(kind), key))
+
     def state(self, topic: str, partition: int) -> Any:
         """The partition's record at the controller (replicas, isr, leader, epochs)."""
         return self.call(self.cluster.controller.partition, topic, partition)

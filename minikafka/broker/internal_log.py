@@ -18,9 +18,9 @@ only repeats values that are already current.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 from minikafka._kafka_codec import quiet_kafka_imports
 from minikafka.errors import ErrorCode, KafkaError
@@ -43,7 +43,8 @@ COMPACT_FACTOR = 2
 _COPY_BATCH_BYTES = 256 * 1024
 _READ_BYTES = 1 << 20
 
-#: Partitions of an internal topic this broker creates (one broker: one partition each).
+#: Partitions of an internal topic a single broker creates (a cluster has the settings'
+#: ``offsets.topic.num.partitions`` and ``transaction.state.log.num.partitions`` instead).
 INTERNAL_TOPIC_PARTITIONS = 1
 
 Record = tuple[bytes, bytes | None]
@@ -155,43 +156,86 @@ def rewrite_live(plog: PartitionStorage, live: Iterable[Record], now_ms: int) ->
     return before
 
 
+class Replication(Protocol):
+    """A cluster broker's part in its coordinators' writes: they append only to a partition this
+    broker leads, and a change is acknowledged once every in-sync replica has it (Kafka's
+    coordinators append with acks=all). Both raise KafkaError (NOT_LEADER_OR_FOLLOWER,
+    NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT), which a coordinator answers as Kafka does
+    (:func:`~minikafka.broker.internal_records.append_error`)."""
+
+    def check_writable(self, topic: str, partition: int) -> None: ...
+
+    async def replicated(self, topic: str, partition: int, offset: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WriteWaits:
+    """What a change to an internal log waits for before it is acknowledged: its fsync
+    (``--fsync``), and in a cluster the in-sync replicas (``replication``)."""
+
+    flush: Callable[[PartitionStorage], Awaitable[Any]] | None = None
+    replication: Replication | None = None
+
+
+#: A single broker without --fsync: a change is acknowledged once appended.
+NO_WAITS = WriteWaits()
+
+
 class InternalLog:
-    """A store of one partition of an internal log: where the partition is, the clock, and the
-    fsync to wait for (``flush`` is given with ``--fsync``: changes are acknowledged once on disk)."""
+    """A store of one partition of an internal log: where the partition is, the clock, and what a
+    change waits for before it is acknowledged (:class:`WriteWaits`)."""
 
     #: the internal topic the store's partition belongs to
     topic: ClassVar[str]
 
     def __init__(self, logs: Storage, partition: int, now_ms: Callable[[], int], topic_configs: dict[str, str],
-                 flush: Callable[[PartitionStorage], Any] | None = None) -> None:
+                 waits: WriteWaits = NO_WAITS) -> None:
         self._logs = logs
         self.partition = partition
         self._now_ms = now_ms
         self._topic_configs = topic_configs
-        self._flush = flush
+        self._waits = waits
         self._log: PartitionStorage | None = None
         self.skipped_records = 0
 
     @classmethod
     def factory(cls, logs: Storage, config: BrokerConfig, segment_setting: str, now_ms: Callable[[], int],
-                flusher: Flusher) -> Callable[[int], Self]:
+                flusher: Flusher, replication: Replication | None = None) -> Callable[[int], Self]:
         """What makes the store of one partition of the internal log in ``logs`` whose segment size
-        is the setting ``segment_setting``; with ``--fsync`` its changes wait for ``flusher``."""
-        flush = flusher.flush if config.fsync else None
+        is the setting ``segment_setting``; with ``--fsync`` its changes wait for ``flusher``, in a
+        cluster for ``replication``."""
+        waits = WriteWaits(flusher.flush if config.fsync else None, replication)
         configs = internal_topic_configs(config.get(segment_setting))
-        return lambda partition: cls(logs, partition, now_ms, configs, flush)
+        return lambda partition: cls(logs, partition, now_ms, configs, waits)
 
     def _open(self) -> PartitionStorage:
         plog = open_internal_log(self._logs, self.topic, self.partition, self._topic_configs)
         self._log = plog
         return plog
 
+    def _writable(self, what: str) -> PartitionStorage:
+        """The open log, to append to; KafkaError when it is not open (COORDINATOR_NOT_AVAILABLE)
+        or, in a cluster, this broker no longer leads it (NOT_LEADER_OR_FOLLOWER: a follower's
+        replica must only ever hold what its leader wrote) or its ISR is below the minimum."""
+        plog = self._log
+        if plog is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the {what} is not open")
+        if self._waits.replication is not None:
+            self._waits.replication.check_writable(self.topic, self.partition)
+        return plog
+
     @property
-    def fsync(self) -> bool:
-        """Whether changes are fsynced before they are acknowledged (``--fsync``)."""
-        return self._flush is not None
+    def waits(self) -> bool:
+        """Whether a change waits for anything before it is acknowledged (see :meth:`sync`)."""
+        return self._waits.flush is not None or self._waits.replication is not None
 
     async def sync(self) -> None:
-        """Wait until what was appended is on disk (only with ``--fsync``)."""
-        if self._flush is not None and self._log is not None:
-            await self._flush(self._log)
+        """Wait until what was appended is on disk (with ``--fsync``) and, in a cluster, in every
+        in-sync replica; KafkaError when it cannot be."""
+        plog = self._log
+        if plog is None:
+            return
+        if self._waits.flush is not None:
+            await self._waits.flush(plog)
+        if self._waits.replication is not None:
+            await self._waits.replication.replicated(self.topic, self.partition, plog.log_end_offset)

@@ -210,7 +210,8 @@ def partition_for(key: str, partitions: int) -> int:
 def append_error(exc: Exception) -> int:
     """What a failed append to an internal log becomes in a coordinator's answer (Kafka's mapping)."""
     code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
-    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT,
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT,
                 ErrorCode.COORDINATOR_NOT_AVAILABLE):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):

@@ -22,11 +22,14 @@ from minikafka.broker.fetch_waiters import FetchWaiters
 from minikafka.broker.flusher import Flusher
 from minikafka.broker.groups import GroupCoordinator  # consumer groups
 from minikafka.broker.groups.offset_store import OffsetStore
+from minikafka.broker.groups.records import OFFSETS_TOPIC
 from minikafka.broker.interceptor import RequestInterceptor
+from minikafka.broker.internal_log import INTERNAL_TOPIC_PARTITIONS
 from minikafka.broker.limits import ConnectionQuotas, close_idle_connections, peer_ip
 from minikafka.broker.listeners import Listener, ListenerSet
 from minikafka.broker.metrics import Metrics
 from minikafka.broker.transactions import TransactionCoordinator
+from minikafka.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from minikafka.broker.transactions.state_log import TxnStateLog
 from minikafka.clock import wall_clock_ms
 from minikafka.config import BrokerConfig
@@ -156,22 +159,26 @@ class Broker:
         # a cluster's brokers share one allocator: two producers never get the same id
         self.producer_ids = ProducerIdAllocator(self.data_dir) if self.cluster is None else self.cluster.producer_ids
         # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
+        # In a cluster the coordinators start empty: each partition of their internal topic is loaded
+        # when this broker is elected its leader (_leadership_changed), their writes wait for the ISR.
+        link = self.cluster
         offset_stores = OffsetStore.factory(self.logs, self.config, "offsets.topic.segment.bytes", self.clock,
-                                            self.flusher)
-        self.groups = GroupCoordinator(self.config, offset_stores, lambda: self.clock(), topics=self.logs.topics)
-        coordinates = self.cluster is None or self.cluster.coordinator_node() == self.node_id
-        if coordinates:  # in a cluster, one broker coordinates every group and transactional id
-            await self.groups.start()
+                                            self.flusher, self.replicas)
+        topics = self.logs.topics if link is None else (lambda: link.controller.topics)
+        offsets_count = INTERNAL_TOPIC_PARTITIONS if link is None else link.internal_partitions(OFFSETS_TOPIC)
+        self.groups = GroupCoordinator(self.config, offset_stores, lambda: self.clock(), offsets_count, topics)
+        await self.groups.start(load_all=link is None)
         # --- transactions: coordinator state (loads __transaction_state, finishes Prepare* ones); its
         # markers on __consumer_offsets decide the transactional offsets of the group coordinator ---
         txn_state_logs = TxnStateLog.factory(self.logs, self.config, "transaction.state.log.segment.bytes",
-                                             self.clock, self.flusher)
-        marker_logs = self.logs if self.cluster is None else self.cluster.leader_logs()
+                                             self.clock, self.flusher, self.replicas)
+        marker_logs = self.logs if link is None else link.leader_logs()
+        on_offsets_marker = self.groups.offsets.complete_transaction if link is None else link.offsets_marker_written
+        txn_count = INTERNAL_TOPIC_PARTITIONS if link is None else link.internal_partitions(TRANSACTION_STATE_TOPIC)
         self.transactions = TransactionCoordinator(
             self.config, txn_state_logs, marker_logs, lambda: self.clock(), self.producer_ids, self.flusher,
-            on_offsets_marker=self.groups.offsets.complete_transaction)
-        if coordinates:
-            await self.transactions.start()
+            on_offsets_marker=on_offsets_marker, partitions=txn_count, offsets_partitions=offsets_count)
+        await self.transactions.start(load_all=link is None)
         self.services = BrokerServices(
             config=self.config, node_id=self.node_id, storage=self.logs, groups=self.groups,
             transactions=self.transactions, producer_ids=self.producer_ids, clock=lambda: self.clock(),
@@ -218,7 +225,21 @@ class Broker:
 
         fetchers = Fetchers(self.node_id, logs, self.config, cluster.address_of)
         return ReplicaManager(self.node_id, cluster.controller, logs, self.config, lambda: self.clock(), fetchers,
-                              self.fetch_waiters.notify)
+                              self.fetch_waiters.notify, on_leadership=self._leadership_changed)
+
+    def _leadership_changed(self, topic: str, partition: int, epoch: int | None) -> None:
+        """A cluster broker started (``epoch``) or stopped (None) leading a partition: the
+        coordinator of an internal topic loads or unloads it (Kafka: onElection/onResignation)."""
+        if topic == OFFSETS_TOPIC and self.groups is not None:
+            if epoch is None:
+                self.groups.on_resignation(partition)
+            else:
+                self.groups.on_election(partition)
+        elif topic == TRANSACTION_STATE_TOPIC and self.transactions is not None:
+            if epoch is None:
+                self.transactions.on_resignation(partition)
+            else:
+                self.transactions.on_election(partition, epoch)
 
     def _wire_log(self, partition_log: PartitionLog) -> None:
         """Every partition log the LogManager opens wakes waiting fetches on append and counts the

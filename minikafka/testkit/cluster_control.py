@@ -210,11 +210,6 @@ class ClusterControl:
             "rules": 0,
         }
 
-    def coordinator(self) -> Broker | None:
-        """The broker that runs the group and transaction coordinators (the lowest node id), while up."""
-        node_id = min(self.cluster.controller.brokers)
-        return self.cluster.brokers[node_id] if self.up(node_id) else None
-
     def console_partitions(self) -> list[dict[str, Any]]:
         """``GET /partitions`` in a cluster: each partition as its leader's log holds it (offsets,
         segments, producers), with the controller's leader, epoch, replicas and ISR."""
@@ -227,15 +222,20 @@ class ClusterControl:
             out.append({**views.partition_view(leader_log, part.leader), **seen})
         return out
 
+    def running_brokers(self) -> list[Broker]:
+        return [self.cluster.brokers[n] for n in sorted(self.cluster.brokers) if self.up(n)]
+
     def snapshot(self) -> dict[str, Any]:
-        """The console's snapshot for a cluster (faults are a single broker's; none here)."""
-        coordinator = self.coordinator()
+        """The console's snapshot for a cluster (faults are a single broker's; none here). Groups
+        and transactions are gathered from every running broker: each coordinates those of the
+        internal partitions it leads."""
+        running = self.running_brokers()
         return {
-            "now_ms": int(coordinator.clock()) if coordinator is not None else int(time.time() * 1000),
+            "now_ms": int(running[0].clock()) if running else int(time.time() * 1000),
             "status": self.status(),
             "partitions": self.console_partitions(),
-            "transactions": transactions_of(coordinator) if coordinator is not None else [],
-            "groups": views.broker_groups(coordinator) if coordinator is not None else [],
+            "transactions": [t for broker in running for t in transactions_of(broker)],
+            "groups": [g for broker in running for g in views.broker_groups(broker)],
             "faults": [],
         }
 

@@ -105,6 +105,11 @@ class MiniKafkaCluster(OnAThread):
         """The partition's leader (-1 while it has none)."""
         return int(self.partition(topic, partition)["leader"])
 
+    def coordinator(self, key: str, kind: str = "group") -> int:
+        """The broker that coordinates group ``key`` (``kind`` "group") or transactional id ``key``
+        (``kind`` "transaction"): the leader of its internal partition, -1 while there is none."""
+        return self._thread.coordinator(key, kind)
+
     def isr(self, topic: str, partition: int = 0) -> list[int]:
         return list(self.partition(topic, partition)["isr"])
 

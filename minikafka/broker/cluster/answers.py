@@ -73,10 +73,9 @@ def create_topic(link: ClusterLink, name: str, partitions: int, replication_fact
         raise KafkaError(exc.code, str(exc)) from None
 
 
-def coordinator(link: ClusterLink) -> tuple[int, str, int] | None:
-    """Node, host and port of the broker that coordinates groups and transactions, if it is up."""
-    node = link.coordinator_node()
+def endpoint(link: ClusterLink, node: int) -> tuple[str, int] | None:
+    """Host and port of broker ``node`` while it is up and active, else None."""
     address = link.address_of(node)
     if address is None or node not in link.controller.active():
         return None
-    return node, address[0], address[1]
+    return address

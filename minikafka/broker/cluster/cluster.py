@@ -16,12 +16,18 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minikafka.broker.cluster.controller import Controller, PartitionChange
 from minikafka.broker.cluster.metadata_file import MetadataFile, MetadataFileError
-from minikafka.broker.cluster.partition_state import BrokerState
+from minikafka.broker.cluster.partition_state import NO_LEADER, BrokerState
+from minikafka.broker.cluster.placement import PlacementError
+from minikafka.broker.groups.records import OFFSETS_TOPIC
+from minikafka.broker.internal_log import internal_topic_configs
+from minikafka.broker.internal_records import partition_for
+from minikafka.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from minikafka.config import BrokerConfig, list_setting
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.startup_errors import ConfigError, DataDirError
@@ -35,6 +41,33 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BROKERS = 16
+
+
+@dataclass(frozen=True)
+class InternalTopic:
+    """The settings an internal topic of the coordinators is created with in a cluster."""
+
+    partitions_setting: str
+    replication_setting: str
+    segment_setting: str
+    min_isr_setting: str | None = None
+
+
+INTERNAL_TOPICS = {
+    OFFSETS_TOPIC: InternalTopic("offsets.topic.num.partitions", "offsets.topic.replication.factor",
+                                 "offsets.topic.segment.bytes"),
+    TRANSACTION_STATE_TOPIC: InternalTopic("transaction.state.log.num.partitions",
+                                           "transaction.state.log.replication.factor",
+                                           "transaction.state.log.segment.bytes", "transaction.state.log.min.isr"),
+}
+
+
+def coordinator_topic(kind: str) -> str:
+    """The internal topic of a coordinator ``kind``: "group" or "transaction"."""
+    topics = {"group": OFFSETS_TOPIC, "transaction": TRANSACTION_STATE_TOPIC}
+    if kind not in topics:
+        raise ValueError(f"coordinator kind {kind!r}: expected 'group' or 'transaction'")
+    return topics[kind]
 
 
 class ClusterLink:
@@ -60,22 +93,47 @@ class ClusterLink:
         """The cluster's one producer-id allocator (Kafka's controller hands out id blocks)."""
         return self.cluster.producer_ids
 
-    def coordinator_broker(self) -> Broker | None:
-        """The broker that coordinates groups and transactional ids, while it is up."""
-        broker = self.cluster.brokers.get(self.coordinator_node())
+    def delete_topic(self, name: str) -> None:
+        self.cluster.delete_topic(name)
+
+    def coordinator(self, topic: str, key: str) -> tuple[ErrorCode, int]:
+        """Which broker coordinates ``key`` (a group id in ``__consumer_offsets``, a transactional id
+        in ``__transaction_state``): the leader of the key's partition of ``topic``, as Kafka's
+        FindCoordinator answers. The first lookup creates the topic and answers
+        COORDINATOR_NOT_AVAILABLE (the client asks again), as does a partition with no live leader."""
+        if not self.cluster.ensure_internal_topic(topic):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_LEADER
+        controller = self.controller
+        part = controller.partition(topic, partition_for(key, controller.topics[topic].partitions))
+        if part is None or part.leader not in controller.active():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_LEADER
+        return ErrorCode.NONE, part.leader
+
+    def coordinating_broker(self, topic: str, key: str) -> Broker | None:
+        """The running broker that leads ``key``'s partition of ``topic`` (see :meth:`coordinator`)
+        without creating anything; None when there is none."""
+        broker = self.cluster.brokers.get(self.cluster.coordinator_of(topic, key))
         return broker if broker is not None and broker.started else None
+
+    def internal_partitions(self, topic: str) -> int:
+        """How many partitions the internal ``topic`` has, or will have when it is created."""
+        record = self.controller.topics.get(topic)
+        if record is not None:
+            return record.partitions
+        return int(self.cluster.config.get(INTERNAL_TOPICS[topic].partitions_setting))
+
+    def offsets_marker_written(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker reached ``partition`` of ``__consumer_offsets``: the group
+        coordinator of that partition's leader materialises or drops the transaction's offsets
+        (Kafka's broker does on WriteTxnMarkers)."""
+        part = self.controller.partition(OFFSETS_TOPIC, partition)
+        broker = self.cluster.brokers.get(part.leader) if part is not None else None
+        if broker is not None and broker.started and broker.groups is not None:
+            broker.groups.offsets.complete_transaction(partition, producer_id, commit)
 
     def leader_logs(self) -> LeaderLogs:
         """Where the transaction coordinator appends its markers: each partition's current leader."""
         return LeaderLogs(self)
-
-    def delete_topic(self, name: str) -> None:
-        self.cluster.delete_topic(name)
-
-    def coordinator_node(self) -> int:
-        """The broker that runs the group and transaction coordinators: the lowest node id. Their
-        internal topics are not replicated yet, so they do not move (docs/cluster.md)."""
-        return min(self.cluster.controller.brokers)
 
 
 class LeaderLogs:
@@ -199,6 +257,38 @@ class Cluster:
             self.controller.fence(node_id)
 
     # ----------------------------------------------------------------- topics
+    def ensure_internal_topic(self, topic: str) -> bool:
+        """Whether the coordinators' internal ``topic`` exists; if not, create it now (Kafka does
+        on the first FindCoordinator for it): ``offsets.topic.num.partitions`` or
+        ``transaction.state.log.num.partitions`` partitions, replication factor from
+        ``offsets.topic.replication.factor`` / ``transaction.state.log.replication.factor`` capped
+        at the cluster's size, compacted, and for ``__transaction_state`` a minimum ISR of
+        ``transaction.state.log.min.isr``. False when it was just created or cannot be yet (fewer
+        live brokers than its replication factor): the caller answers COORDINATOR_NOT_AVAILABLE."""
+        if topic in self.controller.topics:
+            return True
+        spec = INTERNAL_TOPICS[topic]
+        configs = internal_topic_configs(self.config.get(spec.segment_setting))
+        if spec.min_isr_setting is not None:
+            configs["min.insync.replicas"] = str(self.config.get(spec.min_isr_setting))
+        factor = min(int(self.config.get(spec.replication_setting)), self.size)
+        try:
+            self.controller.create_topic(topic, int(self.config.get(spec.partitions_setting)), factor, None, configs)
+        except PlacementError as exc:
+            log.warning("cluster: cannot create %s yet: %s", topic, exc)
+            return False
+        log.info("cluster: created %s (replication factor %d)", topic, factor)
+        return False
+
+    def coordinator_of(self, topic: str, key: str) -> int:
+        """The leader of ``key``'s partition of the internal ``topic`` (NO_LEADER when it has none
+        or the topic does not exist yet): the broker that coordinates the group or transactional id."""
+        record = self.controller.topics.get(topic)
+        if record is None:
+            return NO_LEADER
+        part = self.controller.partition(topic, partition_for(key, record.partitions))
+        return NO_LEADER if part is None else part.leader
+
     def delete_topic(self, name: str) -> None:
         """DeleteTopics: the controller forgets the topic and every running broker drops its
         replicas and the committed offsets of the topic; a broker that is down drops its leftovers

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING
 from minikafka.broker.cluster.controller import Controller, PartitionChange
 from minikafka.broker.cluster.partition_state import BrokerState, PartitionRegistration
 from minikafka.broker.cluster.replica_tracking import LeaderReplicas
-from minikafka.broker.topics import is_internal
-from minikafka.errors import ErrorCode
+from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage.disk_format import TopicPartition
 
 if TYPE_CHECKING:
@@ -36,12 +35,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: What the broker is told when it starts leading a partition (topic, partition, leader epoch)
+#: or stops (epoch None): its coordinators load and unload their internal partitions on it.
+LeadershipListener = Callable[[str, int, "int | None"], None]
+
+
 class ReplicaManager:
     """The replicas of one broker (see the module docstring)."""
 
     def __init__(self, node_id: int, controller: Controller, storage: LogManager, config: BrokerConfig,
-                 clock: Callable[[], int], fetchers: Fetchers, notify: Callable[[PartitionLog], None]) -> None:
+                 clock: Callable[[], int], fetchers: Fetchers, notify: Callable[[PartitionLog], None],
+                 on_leadership: LeadershipListener = lambda topic, partition, epoch: None) -> None:
         self.node_id = node_id
+        self._on_leadership = on_leadership
+        self._internal_write_timeout_s = int(config.get("offsets.commit.timeout.ms")) / 1000
         self.controller = controller
         self.storage = storage
         self.config = config
@@ -74,11 +81,10 @@ class ReplicaManager:
 
     def _drop_deleted_topics(self) -> None:
         """Local topics the controller no longer has, or has again under another topic id (deleted
-        and created anew), are deleted, as Kafka's broker deletes its stray logs at start-up. The
-        coordinators' internal topics are local to their broker, not the controller's."""
+        and created anew), are deleted, as Kafka's broker deletes its stray logs at start-up."""
         for name, info in self.storage.topics().items():
             record = self.controller.topics.get(name)
-            if is_internal(name) or (record is not None and record.topic_id == info.topic_id):
+            if record is not None and record.topic_id == info.topic_id:
                 continue
             log.info("node %d: topic %s was deleted while the broker was down; deleting its replicas",
                      self.node_id, name)
@@ -136,6 +142,7 @@ class ReplicaManager:
             current.confirmed(part.isr)  # an ISR change only
             self._advance(tp, plog)
             return
+        self._on_leadership(tp[0], tp[1], part.leader_epoch)
         self.fetchers.remove(tp)
         plog.replicated = True
         plog.leader_epoch = part.leader_epoch
@@ -151,6 +158,7 @@ class ReplicaManager:
 
     def _follow(self, tp: TopicPartition, plog: PartitionLog, part: PartitionRegistration) -> None:
         if self.leading.pop(tp, None) is not None:
+            self._on_leadership(tp[0], tp[1], None)
             self._fail_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
             log.info("node %d follows %s-%d at epoch %d (leader %d)", self.node_id, tp[0], tp[1],
                      part.leader_epoch, part.leader)
@@ -191,6 +199,24 @@ class ReplicaManager:
     def below_min_isr(self, topic: str, partition: int) -> bool:
         replicas = self.leading.get((topic, partition))
         return replicas is not None and replicas.below_min_isr()
+
+    # ----------------------------------------------------------------- coordinators' writes
+    def check_writable(self, topic: str, partition: int) -> None:
+        """Raise unless a coordinator of this broker may append to the partition: it leads it
+        (NOT_LEADER_OR_FOLLOWER) and its ISR has ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS)."""
+        error = self.leader_error(topic, partition)
+        if error == ErrorCode.NONE and self.below_min_isr(topic, partition):
+            error = ErrorCode.NOT_ENOUGH_REPLICAS
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"{topic}-{partition}: cannot append here ({error.name})")
+
+    async def replicated(self, topic: str, partition: int, offset: int) -> None:
+        """Wait until every in-sync replica has the partition up to ``offset``, as Kafka's
+        coordinators append with acks=all (for up to ``offsets.commit.timeout.ms``); raise the
+        error that ended the wait."""
+        error = await self.wait_for_high_watermark(topic, partition, offset, self._internal_write_timeout_s)
+        if error != ErrorCode.NONE:
+            raise KafkaError(error, f"{topic}-{partition}: offset {offset} not replicated ({error.name})")
 
     # ----------------------------------------------------------------- acks=all
     async def wait_for_high_watermark(self, topic: str, partition: int, required_offset: int,

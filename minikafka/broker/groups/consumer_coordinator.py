@@ -35,7 +35,7 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from minikafka.broker.groups.assignors import AssignorMember, assign
 from minikafka.broker.groups.consumer_group import (
@@ -70,9 +70,20 @@ from minikafka.protocol.kafka_versions import RELEASES
 
 if TYPE_CHECKING:
     from minikafka.config import BrokerConfig
-    from minikafka.storage.log_manager import TopicInfo
 
 log = logging.getLogger(__name__)
+
+
+class TopicInfo(Protocol):
+    """What a KIP-848 group needs of a topic it may subscribe to: a single broker's local topic
+    or a cluster's controller record."""
+
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+
+    @property
+    def partitions(self) -> int: ...
+
 
 SWEEP_SECONDS = 0.1
 LEAVE = -1

@@ -48,8 +48,8 @@ from minikafka.broker.internal_records import RecordFormatError, append_error, e
 from minikafka.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
+    from minikafka.broker.groups.consumer_coordinator import TopicInfo
     from minikafka.config import BrokerConfig
-    from minikafka.storage.log_manager import TopicInfo
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +101,14 @@ class GroupCoordinator:
 
     # ================================================================== lifecycle
 
-    async def start(self) -> None:
+    async def start(self, load_all: bool = True) -> None:
         """Load every partition of ``__consumer_offsets`` (one at a time, as a broker elected leader
-        of them would); the coordinator is unavailable when one cannot be loaded."""
+        of them would); the coordinator is unavailable when one cannot be loaded. In a cluster
+        (``load_all`` False) it starts with none: each is loaded when this broker is elected its
+        leader (:meth:`on_election`)."""
         self.table.tasks.start()
         self.table.active = True
-        for partition in range(self.partitions.count):
+        for partition in range(self.partitions.count) if load_all else ():
             if not await self.load_partition(partition):
                 log.error("the group coordinator is unavailable: cannot load %s", OFFSETS_TOPIC)
                 self.table.active = False
@@ -126,6 +128,17 @@ class GroupCoordinator:
         if with_members is not None:
             self.consumer.arm_loaded(partition)
         return with_members is not None
+
+    def on_election(self, partition: int) -> None:
+        """This broker became the leader of ``partition`` of ``__consumer_offsets``: load its
+        groups in the background (their requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+        if self.active and partition not in self.partitions.served():
+            self.table.tasks.spawn(self.load_partition(partition))
+
+    def on_resignation(self, partition: int) -> None:
+        """This broker no longer leads ``partition``: its groups answer NOT_COORDINATOR."""
+        if self.active:
+            self.unload_partition(partition)
 
     def unload_partition(self, partition: int) -> int:
         """Stop coordinating the groups of ``partition`` (Kafka: ``onResignation``): parked

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from minikafka.broker.groups.consumer_records import ConsumerKey, ConsumerRecord, parse_consumer_value
 from minikafka.broker.groups.records import (
@@ -46,17 +46,19 @@ from minikafka.broker.groups.records import (
     parse_offset_value,
 )
 from minikafka.broker.internal_log import (
+    NO_WAITS,
     InternalLog,
     Record,
+    WriteWaits,
     build_batch,
     replay,
     rewrite_live,
     should_compact,
 )
 from minikafka.broker.internal_records import RecordFormatError
-from minikafka.errors import ErrorCode, KafkaError
+from minikafka.errors import KafkaError
 from minikafka.storage.disk_format import TopicPartition
-from minikafka.storage.facade import PartitionStorage, Storage
+from minikafka.storage.facade import Storage
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +82,8 @@ class OffsetStore(InternalLog):
     topic: ClassVar[str] = OFFSETS_TOPIC
 
     def __init__(self, logs: Storage, partition: int, now_ms: Callable[[], int], topic_configs: dict[str, str],
-                 flush: Callable[[PartitionStorage], Any] | None = None) -> None:
-        super().__init__(logs, partition, now_ms, topic_configs, flush)
+                 waits: WriteWaits = NO_WAITS) -> None:
+        super().__init__(logs, partition, now_ms, topic_configs, waits)
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._group_values: dict[str, bytes] = {}
         #: the live records of KIP-848 consumer groups: key -> value bytes
@@ -187,11 +189,9 @@ class OffsetStore(InternalLog):
 
     def _append(self, records: list[Record]) -> None:
         """Append ``records`` as one batch, then apply them; KafkaError if the append fails."""
-        plog = self._log
-        if plog is None:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets log is not open")
         if not records:
             return
+        plog = self._writable("offsets log")
         plog.append_from_client(build_batch(records, self._now_ms()))
         for key, value in records:
             self._apply(key, value)
@@ -254,11 +254,9 @@ class OffsetStore(InternalLog):
                              offsets: dict[TopicPartition, CommittedOffset]) -> None:
         """Append ``offsets`` as one transactional batch of the producer; they stay pending until
         :meth:`complete_transaction`. KafkaError if the append fails (e.g. 47 for a stale epoch)."""
-        plog = self._log
-        if plog is None:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets log is not open")
         if not offsets:
             return
+        plog = self._writable("offsets log")
         records = [(offset_key(group, t, p), offset_value(c)) for (t, p), c in offsets.items()]
         batch = build_batch(records, self._now_ms(), producer_id, producer_epoch, transactional=True)
         result = plog.append_as_coordinator(batch)
@@ -294,9 +292,12 @@ class OffsetStore(InternalLog):
 
     def compact(self) -> None:
         """Copy the live state to a new segment and drop everything before it (see the module doc)."""
-        plog = self._log
-        if plog is None or self._pending:
+        if self._log is None or self._pending:
             return
+        try:
+            plog = self._writable("offsets log")
+        except KafkaError:
+            return  # no longer the leader: the next one compacts
         live: list[Record] = [
             (offset_key(group, t, p), offset_value(c))
             for group, offsets in self._offsets.items()

@@ -18,7 +18,7 @@ from minikafka.broker.groups.consumer_group import ConsumerGroup
 from minikafka.broker.groups.group import Group, GroupState
 from minikafka.broker.groups.offset_store import OffsetStore
 from minikafka.broker.groups.records import OFFSETS_TOPIC
-from minikafka.broker.internal_records import RecordFormatError, encodable
+from minikafka.broker.internal_records import RecordFormatError, append_error, encodable
 from minikafka.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -66,14 +66,19 @@ class GroupTable:
 
     def after_durable(self, store: OffsetStore, action: Callable[[int], None]) -> None:
         """Run ``action(error)`` once what was just appended to ``store`` is durable (at once
-        without --fsync)."""
-        if not store.fsync:
+        without --fsync on a single broker); a failed wait is NOT_COORDINATOR, or in a cluster
+        what Kafka answers for it (:func:`~minikafka.broker.internal_records.append_error`)."""
+        if not store.waits:
             action(ErrorCode.NONE)
             return
 
         async def run() -> None:
             try:
                 await store.sync()
+            except KafkaError as exc:
+                log.warning("%s: a write was not replicated: %s", OFFSETS_TOPIC, exc)
+                action(append_error(exc))
+                return
             except Exception as exc:
                 log.error("fsync of %s failed: %s", OFFSETS_TOPIC, exc)
                 action(ErrorCode.NOT_COORDINATOR)

@@ -1,5 +1,6 @@
-"""FindCoordinator (key 10): this broker coordinates the groups and transactional ids of the
-internal partitions it serves; for a key of another partition the answer is NOT_COORDINATOR.
+"""FindCoordinator (key 10): a single broker coordinates the groups and transactional ids of the
+internal partitions it serves; for a key of another partition the answer is NOT_COORDINATOR. In a
+cluster the answer is the leader of the key's internal partition, wherever it is asked.
 
 v0 names one group; v1-v3 add the key type (0 group, 1 transaction); v4 batches several keys.
 """
@@ -12,6 +13,8 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 
 from minikafka.broker.cluster import answers
 from minikafka.broker.context import RequestContext
+from minikafka.broker.groups.records import OFFSETS_TOPIC
+from minikafka.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from minikafka.errors import ErrorCode
 
 GROUP, TRANSACTION = 0, 1
@@ -38,14 +41,14 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     link = services.cluster
 
     def answer(key: str | None) -> tuple[int, str | None, int, str, int]:
-        if link is not None and link.coordinator_node() != services.node_id:
-            # a cluster: one broker coordinates every key (docs/cluster.md); it must be up
-            where = answers.coordinator(link)
-            if key_type not in (GROUP, TRANSACTION):
-                return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+        if link is not None and key_type in (GROUP, TRANSACTION):
+            # a cluster: the leader of the key's internal partition coordinates it (docs/cluster.md)
+            topic = OFFSETS_TOPIC if key_type == GROUP else TRANSACTION_STATE_TOPIC
+            found, node = link.coordinator(topic, key or "")
+            where = answers.endpoint(link, node) if found == ErrorCode.NONE else None
             if where is None:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator's broker is down", -1, "", -1
-            return ErrorCode.NONE, None, *where
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the coordinator is not available", -1, "", -1
+            return ErrorCode.NONE, None, node, *where
         error, message = _lookup(ctx, key_type, key)
         node, host, port = (services.node_id, *ctx.advertised_address) if not error else (-1, "", -1)
         return error, message, node, host, port

@@ -16,6 +16,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.topics import is_internal
+from minikafka.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.protocol.fast import produce_partition_response, produce_response
 from minikafka.storage import legacy
@@ -69,9 +70,10 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
         return
     coordinator = ctx.services.transactions
     link = ctx.services.cluster
-    if link is not None and link.coordinator_node() != ctx.services.node_id:
-        # a cluster: the coordinating broker answers (Kafka asks it with AddPartitionsToTxn verify_only)
-        broker = link.coordinator_broker()
+    if link is not None:
+        # a cluster: the broker that coordinates the id answers (Kafka asks it with AddPartitionsToTxn
+        # verify_only; minikafka asks it in the process)
+        broker = link.coordinating_broker(TRANSACTION_STATE_TOPIC, transactional_id or "")
         if broker is None or broker.transactions is None:
             raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the transaction coordinator is not available; retry")
         coordinator = broker.transactions

@@ -16,7 +16,9 @@ The rules and their order are Kafka's
   ``on_offsets_marker``), which materialises or drops the transaction's offsets;
 - everything runs on the broker's event loop, so a "pending transition" only exists while a
   write waits for its fsync or while markers are being written (the Prepare* states);
-- the coordinator epoch is always 0 (one broker, never a new leader of its log);
+- the coordinator epoch written into markers is the leader epoch of the id's partition of
+  ``__transaction_state`` (always 0 on a single broker, whose log never changes leader), so a
+  partition leader refuses the markers of a coordinator that lost its partition;
 - only the transaction protocol of clients before KIP-890 part 2 is served (EndTxn v0-v4).
 
 The rules, in the project's words: ``docs/semantics.md#transactions``.
@@ -47,8 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 S = TxnState
-#: The coordinator epoch written into every marker (one broker: its log never changes leader).
-COORDINATOR_EPOCH = 0
 #: Pause before markers that failed with a retriable error are written again.
 MARKER_RETRY_SECONDS = 1.0
 #: Marker errors after which this transaction's marker is not retried on that partition (Kafka
@@ -62,7 +62,7 @@ OffsetsMarkerCallback = Callable[[int, int, bool], None]
 
 
 def offsets_partition(group_id: str, partitions: int = INTERNAL_TOPIC_PARTITIONS) -> TopicPartition:
-    """The ``__consumer_offsets`` partition of a group (one partition in minikafka)."""
+    """The ``__consumer_offsets`` partition of a group (of ``partitions``: one on a single broker)."""
     return OFFSETS_TOPIC, partition_for(group_id, partitions)
 
 
@@ -79,10 +79,12 @@ class TransactionCoordinator:
 
     def __init__(self, config: BrokerConfig, stores: Callable[[int], TxnStateLog], logs: MarkerLogs,
                  clock: Callable[[], float], producer_ids: ProducerIdAllocator, flusher: Flusher,
-                 on_offsets_marker: OffsetsMarkerCallback, partitions: int = INTERNAL_TOPIC_PARTITIONS) -> None:
+                 on_offsets_marker: OffsetsMarkerCallback, partitions: int = INTERNAL_TOPIC_PARTITIONS,
+                 offsets_partitions: int = INTERNAL_TOPIC_PARTITIONS) -> None:
         """``stores`` makes the (not yet loaded) store of a partition of ``__transaction_state`` (of
         ``partitions``); markers go to the partitions of ``logs`` (fsynced through ``flusher`` with
-        ``--fsync``), and each one on ``__consumer_offsets`` is reported to ``on_offsets_marker``."""
+        ``--fsync``), and each one on ``__consumer_offsets`` (of ``offsets_partitions``) is
+        reported to ``on_offsets_marker``."""
         self._clock = clock
         self._logs = logs
         self._producer_ids = producer_ids
@@ -90,6 +92,7 @@ class TransactionCoordinator:
         self._config = config
         self._make_store = stores
         self._on_offsets_marker = on_offsets_marker
+        self._offsets_partitions = offsets_partitions
         self.max_timeout_ms = int(config.get("transaction.max.timeout.ms"))
         self.abort_interval_ms = int(config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
         self.expiration_ms = int(config.get("transactional.id.expiration.ms"))
@@ -101,6 +104,8 @@ class TransactionCoordinator:
         self.partitions = CoordinatorPartitions(TxnStateLog.topic, partitions)
         #: the store of each partition loaded here
         self.stores: dict[int, TxnStateLog] = {}
+        #: the coordinator epoch of each partition loaded here (its leader epoch in a cluster)
+        self.coordinator_epochs: dict[int, int] = {}
         self._tasks = CoordinatorTasks()
         self._timers: list[asyncio.TimerHandle] = []
 
@@ -109,12 +114,14 @@ class TransactionCoordinator:
 
     # ================================================================== lifecycle
 
-    async def start(self) -> None:
+    async def start(self, load_all: bool = True) -> None:
         """Load every partition of ``__transaction_state`` (one at a time, as a broker elected
-        leader of them would); the coordinator is unavailable when one cannot be loaded."""
+        leader of them would); the coordinator is unavailable when one cannot be loaded. In a
+        cluster (``load_all`` False) it starts with none: each is loaded when this broker is
+        elected its leader (:meth:`on_election`)."""
         self._tasks.start()
         self.active = True
-        for partition in range(self.partitions.count):
+        for partition in range(self.partitions.count) if load_all else ():
             if not await self.load_partition(partition):
                 log.error("the transaction coordinator is unavailable: cannot load its log")
                 self.active = False
@@ -123,11 +130,28 @@ class TransactionCoordinator:
         self._schedule(self.expiry_interval_ms, self._expire_task)
         log.info("transaction coordinator loaded %d transactional id(s)", len(self.txns))
 
-    async def load_partition(self, partition: int) -> bool:
+    def on_election(self, partition: int, coordinator_epoch: int) -> None:
+        """This broker became the leader of ``partition`` of ``__transaction_state`` at
+        ``coordinator_epoch``: load its ids in the background (COORDINATOR_LOAD_IN_PROGRESS
+        meanwhile); already served, only its coordinator epoch moves on."""
+        if not self.active:
+            return
+        if partition in self.partitions.served():
+            self.coordinator_epochs[partition] = coordinator_epoch
+            return
+        self._tasks.spawn(self.load_partition(partition, coordinator_epoch))
+
+    def on_resignation(self, partition: int) -> None:
+        """This broker no longer leads ``partition``: its ids answer NOT_COORDINATOR."""
+        if self.active:
+            self.unload_partition(partition)
+
+    async def load_partition(self, partition: int, coordinator_epoch: int = 0) -> bool:
         """Become the coordinator of the ids of ``partition`` (Kafka: ``onElection``): replay it;
         transactions found in Prepare* get their markers again. Until the replay is done the ids
         answer COORDINATOR_LOAD_IN_PROGRESS. False when the partition cannot be loaded (or was
         unloaded meanwhile)."""
+        self.coordinator_epochs[partition] = coordinator_epoch
         loaded = await self.partitions.load(partition, lambda: self._replay(partition))
         for meta in loaded or ():
             if meta.state.is_prepare:
@@ -333,7 +357,7 @@ class TransactionCoordinator:
     async def add_offsets(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                           group_id: str) -> int:
         return await self.add_partitions(transactional_id, producer_id, producer_epoch,
-                                         [offsets_partition(group_id)])
+                                         [offsets_partition(group_id, self._offsets_partitions)])
 
     # ================================================================== EndTxn
 
@@ -407,6 +431,9 @@ class TransactionCoordinator:
         finally:
             meta.markers_in_flight = False
 
+    def _coordinator_epoch(self, meta: TxnMetadata) -> int:
+        return self.coordinator_epochs.get(self.partitions.partition_of(meta.transactional_id), 0)
+
     async def _write_markers_once(self, meta: TxnMetadata, partitions: list[TopicPartition],
                                   commit: bool) -> list[TopicPartition]:
         """One pass over ``partitions``; those to try again."""
@@ -420,7 +447,7 @@ class TransactionCoordinator:
                     log.warning("transaction %r: %s-%d is gone, no marker written there", meta.transactional_id,
                                 topic, partition)
                     continue
-                plog.append_marker(meta.producer_id, meta.producer_epoch, commit, COORDINATOR_EPOCH,
+                plog.append_marker(meta.producer_id, meta.producer_epoch, commit, self._coordinator_epoch(meta),
                                    now_ms=self._now())
             except KafkaError as exc:
                 if exc.code in _MARKER_STOP:

@@ -12,9 +12,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from minikafka.broker.internal_log import InternalLog, build_batch, replay, rewrite_live, should_compact
+from minikafka.broker.internal_log import (
+    NO_WAITS,
+    InternalLog,
+    WriteWaits,
+    build_batch,
+    replay,
+    rewrite_live,
+    should_compact,
+)
 from minikafka.broker.internal_records import RecordFormatError
 from minikafka.broker.transactions.records import (
     TRANSACTION_STATE_TOPIC,
@@ -24,8 +32,8 @@ from minikafka.broker.transactions.records import (
     txn_key,
     txn_value,
 )
-from minikafka.errors import ErrorCode, KafkaError
-from minikafka.storage.facade import PartitionStorage, Storage
+from minikafka.errors import KafkaError
+from minikafka.storage.facade import Storage
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +47,8 @@ class TxnStateLog(InternalLog):
     topic: ClassVar[str] = TRANSACTION_STATE_TOPIC
 
     def __init__(self, logs: Storage, partition: int, now_ms: Callable[[], int], topic_configs: dict[str, str],
-                 flush: Callable[[PartitionStorage], Any] | None = None) -> None:
-        super().__init__(logs, partition, now_ms, topic_configs, flush)
+                 waits: WriteWaits = NO_WAITS) -> None:
+        super().__init__(logs, partition, now_ms, topic_configs, waits)
         self._values: dict[str, bytes] = {}  # the last value written per live id (for compaction)
 
     def load(self) -> dict[str, TxnRecord]:
@@ -70,9 +78,7 @@ class TxnStateLog(InternalLog):
         self.append_many([(transactional_id, record)])
 
     def append_many(self, records: list[tuple[str, TxnRecord | None]]) -> None:
-        plog = self._log
-        if plog is None:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the transaction log is not open")
+        plog = self._writable("transaction log")
         encoded = [(txn_id, txn_key(txn_id), None if r is None else txn_value(r)) for txn_id, r in records]
         plog.append_from_client(build_batch([(k, v) for _, k, v in encoded], self._now_ms()))
         for txn_id, _key, value in encoded:
@@ -88,9 +94,12 @@ class TxnStateLog(InternalLog):
             self.compact()
 
     def compact(self) -> None:
-        plog = self._log
-        if plog is None:
+        if self._log is None:
             return
+        try:
+            plog = self._writable("transaction log")
+        except KafkaError:
+            return  # no longer the leader: the next one compacts
         live = [(txn_key(txn_id), value) for txn_id, value in self._values.items()]
         before = rewrite_live(plog, live, self._now_ms())
         if before is not None:
