@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from minikafka.broker.groups import GroupCoordinator
     from minikafka.broker.metrics import Metrics
     from minikafka.broker.transactions import TransactionCoordinator
+    from minikafka.broker.transactions.markers import LocalMarkers
     from minikafka.config import BrokerConfig
     from minikafka.storage.facade import Storage
     from minikafka.storage.producer_ids import ProducerIdAllocator
@@ -37,6 +38,8 @@ class BrokerServices:
     storage: Storage
     groups: GroupCoordinator
     transactions: TransactionCoordinator
+    #: writes the transaction markers a coordinator sends (WriteTxnMarkers) into this broker's logs
+    markers: LocalMarkers
     producer_ids: ProducerIdAllocator
     #: the broker clock (ms); tests move it, so it is read through the broker on every call
     clock: Callable[[], int]
@@ -53,6 +56,19 @@ class BrokerServices:
     replicas: ReplicaManager | None = None
     #: a cluster broker's controller and peers; None on a single broker
     cluster: ClusterLink | None = None
+
+
+    def transaction_coordinator_of(self, transactional_id: str | None) -> TransactionCoordinator | None:
+        """The transaction coordinator that holds ``transactional_id``: this broker's, or in a
+        cluster the one of the broker leading the id's partition of ``__transaction_state`` (asked in
+        the process, where Kafka's brokers ask it with AddPartitionsToTxn verify_only); None while
+        that broker is down."""
+        if self.cluster is None:
+            return self.transactions
+        from minikafka.broker.transactions.records import TRANSACTION_STATE_TOPIC
+
+        broker = self.cluster.coordinating_broker(TRANSACTION_STATE_TOPIC, transactional_id or "")
+        return None if broker is None else broker.transactions
 
 
 @dataclass(slots=True)

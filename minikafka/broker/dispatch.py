@@ -54,6 +54,7 @@ _HANDLER_MODULES: dict[ApiKey, str] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: "add_partitions_to_txn",
     ApiKey.ADD_OFFSETS_TO_TXN: "add_offsets_to_txn",
     ApiKey.END_TXN: "end_txn",
+    ApiKey.WRITE_TXN_MARKERS: "write_txn_markers",
     ApiKey.TXN_OFFSET_COMMIT: "txn_offset_commit",
     ApiKey.DESCRIBE_CONFIGS: "describe_configs",
     ApiKey.ALTER_CONFIGS: "alter_configs",

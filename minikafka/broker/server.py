@@ -29,6 +29,7 @@ from minikafka.broker.limits import ConnectionQuotas, close_idle_connections, pe
 from minikafka.broker.listeners import Listener, ListenerSet
 from minikafka.broker.metrics import Metrics
 from minikafka.broker.transactions import TransactionCoordinator
+from minikafka.broker.transactions.markers import LocalMarkers
 from minikafka.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from minikafka.broker.transactions.state_log import TxnStateLog
 from minikafka.clock import wall_clock_ms
@@ -44,6 +45,7 @@ from minikafka.storage.producer_ids import ProducerIdAllocator
 
 if TYPE_CHECKING:
     from minikafka.broker.cluster.cluster import ClusterLink
+    from minikafka.broker.cluster.markers import PeerMarkers
     from minikafka.broker.cluster.replica_manager import ReplicaManager
     from minikafka.broker.sasl import UserStore
     from minikafka.storage.cleaner import CleanResult
@@ -82,6 +84,8 @@ class Broker:
         self.interceptor: RequestInterceptor | None = None  # sees every request when set (the test kit's faults)
         self.groups: GroupCoordinator | None = None  # consumer groups: created in start()
         self.transactions: TransactionCoordinator | None = None  # transactional ids: created in start()
+        self.markers: LocalMarkers | None = None  # writes WriteTxnMarkers' markers here: created in start()
+        self.peer_markers: PeerMarkers | None = None  # a cluster coordinator's markers to the leaders
         #: what every request is handled with; built by start() (connections are served only after it)
         self.services: BrokerServices
 
@@ -172,16 +176,20 @@ class Broker:
         # markers on __consumer_offsets decide the transactional offsets of the group coordinator ---
         txn_state_logs = TxnStateLog.factory(self.logs, self.config, "transaction.state.log.segment.bytes",
                                              self.clock, self.flusher, self.replicas)
-        marker_logs = self.logs if link is None else link.leader_logs()
-        on_offsets_marker = self.groups.offsets.complete_transaction if link is None else link.offsets_marker_written
+        # markers land in this broker's logs through self.markers: a single broker's coordinator writes
+        # them there itself, a cluster's sends WriteTxnMarkers to each partition's leader
+        self.markers = LocalMarkers(self.logs, self.clock, self.groups.offsets.complete_transaction,
+                                    self.flusher.flush if self.config.fsync else None, self.replicas,
+                                    None if self.replicas is None else self.replicas.not_here)
+        self.peer_markers = None if link is None else self._peer_markers(link)
         txn_count = INTERNAL_TOPIC_PARTITIONS if link is None else link.internal_partitions(TRANSACTION_STATE_TOPIC)
         self.transactions = TransactionCoordinator(
-            self.config, txn_state_logs, marker_logs, lambda: self.clock(), self.producer_ids, self.flusher,
-            on_offsets_marker=on_offsets_marker, partitions=txn_count, offsets_partitions=offsets_count)
+            self.config, txn_state_logs, self.markers if self.peer_markers is None else self.peer_markers,
+            lambda: self.clock(), self.producer_ids, partitions=txn_count, offsets_partitions=offsets_count)
         await self.transactions.start(load_all=link is None)
         self.services = BrokerServices(
             config=self.config, node_id=self.node_id, storage=self.logs, groups=self.groups,
-            transactions=self.transactions, producer_ids=self.producer_ids, clock=lambda: self.clock(),
+            transactions=self.transactions, markers=self.markers, producer_ids=self.producer_ids, clock=lambda: self.clock(),
             metrics=self.metrics, flusher=self.flusher, fetch_waiters=self.fetch_waiters, api_table=self.api_table,
             running=lambda: self.started, advertised_address=self.advertised_address(), replicas=self.replicas,
             cluster=self.cluster)
@@ -226,6 +234,12 @@ class Broker:
         fetchers = Fetchers(self.node_id, logs, self.config, cluster.address_of)
         return ReplicaManager(self.node_id, cluster.controller, logs, self.config, lambda: self.clock(), fetchers,
                               self.fetch_waiters.notify, on_leadership=self._leadership_changed)
+
+    def _peer_markers(self, link: ClusterLink) -> PeerMarkers:
+        from minikafka.broker.cluster.markers import PeerMarkers
+
+        # a leader answers once its ISR has the markers (offsets.commit.timeout.ms at most)
+        return PeerMarkers(link, int(self.config.get("offsets.commit.timeout.ms")) / 1000 + 5)
 
     def _leadership_changed(self, topic: str, partition: int, epoch: int | None) -> None:
         """A cluster broker started (``epoch``) or stopped (None) leading a partition: the
@@ -274,6 +288,8 @@ class Broker:
             self.groups.close()
         if self.transactions is not None:
             self.transactions.close()
+        if self.peer_markers is not None:
+            await self.peer_markers.close()
         for task in self._background:
             with contextlib.suppress(asyncio.CancelledError):
                 await task

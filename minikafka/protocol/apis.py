@@ -47,6 +47,7 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
@@ -125,6 +126,9 @@ _CODECS: list[tuple[ApiKey, str, int, int, str]] = [
     (ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5, "kafka.protocol.producer"),
     (ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4, "kafka.protocol.producer"),
     (ApiKey.END_TXN, "EndTxn", 0, 4, "kafka.protocol.producer"),
+    # sent by a transaction coordinator to partition leaders (minikafka.broker.cluster.markers); v1
+    # only: kafka-python's codec starts there (Kafka 4.0 removed v0), v2 is KIP-890 part 2
+    (ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 1, "kafka.protocol.producer"),
     (ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4, "kafka.protocol.producer"),
     (ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4, "kafka.protocol.admin"),
     (ApiKey.ALTER_CONFIGS, "AlterConfigs", 0, 2, "kafka.protocol.admin"),

@@ -29,14 +29,13 @@ from minikafka.broker.internal_log import internal_topic_configs
 from minikafka.broker.internal_records import partition_for
 from minikafka.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from minikafka.config import BrokerConfig, list_setting
-from minikafka.errors import ErrorCode, KafkaError
+from minikafka.errors import ErrorCode
 from minikafka.startup_errors import ConfigError, DataDirError
 from minikafka.storage.dir_lock import DataDirLock
 from minikafka.storage.producer_ids import ProducerIdAllocator
 
 if TYPE_CHECKING:
     from minikafka.broker.server import Broker
-    from minikafka.storage.facade import PartitionStorage
 
 log = logging.getLogger(__name__)
 
@@ -122,43 +121,6 @@ class ClusterLink:
             return record.partitions
         return int(self.cluster.config.get(INTERNAL_TOPICS[topic].partitions_setting))
 
-    def offsets_marker_written(self, partition: int, producer_id: int, commit: bool) -> None:
-        """A transaction marker reached ``partition`` of ``__consumer_offsets``: the group
-        coordinator of that partition's leader materialises or drops the transaction's offsets
-        (Kafka's broker does on WriteTxnMarkers)."""
-        part = self.controller.partition(OFFSETS_TOPIC, partition)
-        broker = self.cluster.brokers.get(part.leader) if part is not None else None
-        if broker is not None and broker.started and broker.groups is not None:
-            broker.groups.offsets.complete_transaction(partition, producer_id, commit)
-
-    def leader_logs(self) -> LeaderLogs:
-        """Where the transaction coordinator appends its markers: each partition's current leader."""
-        return LeaderLogs(self)
-
-
-class LeaderLogs:
-    """``get_log`` for the transaction coordinator's markers in a cluster: the partition's log on
-    its current leader, in the process, which stamps its epoch and replicates it like any append
-    (Kafka sends WriteTxnMarkers to the leader; a later step sends them over the wire too). No live
-    leader raises NOT_LEADER_OR_FOLLOWER, which the coordinator retries; a deleted partition is
-    None. Internal topics, local to the coordinator's broker, are its own logs."""
-
-    def __init__(self, link: ClusterLink) -> None:
-        self.link = link
-
-    def get_log(self, topic: str, partition: int) -> PartitionStorage | None:
-        controller = self.link.controller
-        part = controller.partition(topic, partition)
-        if part is None:
-            if topic in controller.topics:
-                return None
-            own = self.link.cluster.brokers.get(self.link.node_id)
-            return own.logs.get_log(topic, partition) if own is not None and own.logs is not None else None
-        leader = self.link.cluster.brokers.get(part.leader)
-        plog = leader.logs.get_log(topic, partition) if leader is not None and leader.started and leader.logs else None
-        if plog is None:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} has no live leader")
-        return plog
 
 
 class Cluster:

@@ -16,7 +16,6 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.topics import is_internal
-from minikafka.broker.transactions.records import TRANSACTION_STATE_TOPIC
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.protocol.fast import produce_partition_response, produce_response
 from minikafka.storage import legacy
@@ -68,15 +67,9 @@ def _verify_transactional(ctx: RequestContext, transactional_id: str | None, bat
     (``docs/semantics.md#txn-produce``)."""
     if not is_transactional_batch(batch):
         return
-    coordinator = ctx.services.transactions
-    link = ctx.services.cluster
-    if link is not None:
-        # a cluster: the broker that coordinates the id answers (Kafka asks it with AddPartitionsToTxn
-        # verify_only; minikafka asks it in the process)
-        broker = link.coordinating_broker(TRANSACTION_STATE_TOPIC, transactional_id or "")
-        if broker is None or broker.transactions is None:
-            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the transaction coordinator is not available; retry")
-        coordinator = broker.transactions
+    coordinator = ctx.services.transaction_coordinator_of(transactional_id)
+    if coordinator is None:  # a cluster whose coordinating broker is down
+        raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the transaction coordinator is not available; retry")
     producer_id, epoch = producer_of(batch)
     verdict = coordinator.check_transactional_write(transactional_id, producer_id, epoch, tp)
     if verdict == ErrorCode.NONE:

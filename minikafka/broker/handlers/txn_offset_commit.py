@@ -17,6 +17,7 @@ from typing import Any
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from minikafka.broker.context import RequestContext
+from minikafka.broker.groups.offsets import TxnWriteCheck
 from minikafka.broker.groups.records import CommittedOffset
 from minikafka.broker.handlers.offset_commit import requested_offsets
 from minikafka.broker.partition_answers import error_answers
@@ -26,7 +27,7 @@ from minikafka.errors import ErrorCode
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     version = ctx.api_version
     groups = ctx.services.groups
-    transactions = ctx.services.transactions
+    transactions = ctx.services.transaction_coordinator_of(request.transactional_id)
     now = ctx.services.clock()
 
     def committed(p: Any) -> CommittedOffset:
@@ -36,8 +37,11 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
 
     errors, offsets = requested_offsets(ctx, request.topics, committed)
     if offsets:
-        txn_check = partial(transactions.check_transactional_write, request.transactional_id,
-                            request.producer_id, request.producer_epoch)
+        if transactions is None:  # a cluster whose transaction coordinator's broker is down: retry
+            txn_check: TxnWriteCheck = lambda tp: ErrorCode.COORDINATOR_NOT_AVAILABLE  # noqa: E731
+        else:
+            txn_check = partial(transactions.check_transactional_write, request.transactional_id,
+                                request.producer_id, request.producer_epoch)
         results = await groups.offsets.commit_txn_offsets(
             txn_check, request.group_id, request.producer_id, request.producer_epoch,
             request.member_id or "" if version >= 3 else "",

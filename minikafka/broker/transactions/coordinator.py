@@ -9,11 +9,11 @@ The rules and their order are Kafka's
   client's answer. The coordinator serves the ids of the partitions it has loaded
   (:meth:`TransactionCoordinator.load_partition`, all of them at start); ids of a partition still
   loading get COORDINATOR_LOAD_IN_PROGRESS, those of a partition not served here NOT_COORDINATOR;
-- transaction markers are appended in-process to the partitions of the transaction (in a cluster,
-  on the partition's current leader, :class:`~minikafka.broker.cluster.cluster.LeaderLogs`)
-  (``PartitionLog.append_marker``) instead of being sent as WriteTxnMarkers requests, and a
-  COMMIT/ABORT on ``__consumer_offsets`` is reported to the group coordinator (the callback
-  ``on_offsets_marker``), which materialises or drops the transaction's offsets;
+- transaction markers go through a :class:`~minikafka.broker.transactions.markers.MarkerWriter`:
+  a single broker appends them to its own logs; a cluster's coordinator sends WriteTxnMarkers to
+  each partition's leader (:mod:`minikafka.broker.cluster.markers`), retried until the current
+  leader has them in its ISR. A COMMIT/ABORT on ``__consumer_offsets`` completes the transaction's
+  offsets in the group coordinator of that partition;
 - everything runs on the broker's event loop, so a "pending transition" only exists while a
   write waits for its fsync or while markers are being written (the Prepare* states);
 - the coordinator epoch written into markers is the leader epoch of the id's partition of
@@ -29,21 +29,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.coordinator_runtime import CoordinatorPartitions, CoordinatorTasks
 from minikafka.broker.groups.records import OFFSETS_TOPIC
 from minikafka.broker.internal_log import INTERNAL_TOPIC_PARTITIONS
 from minikafka.broker.internal_records import RecordFormatError, append_error, partition_for
+from minikafka.broker.transactions.markers import MarkerWriter, TxnMarker
 from minikafka.broker.transactions.metadata import EXHAUSTED_EPOCH, STATES_BY_NAME, TxnMetadata, TxnState
 from minikafka.broker.transactions.state_log import TxnStateLog
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.storage.disk_format import TopicPartition
 
 if TYPE_CHECKING:
-    from minikafka.broker.flusher import Flusher
     from minikafka.config import BrokerConfig
-    from minikafka.storage.facade import PartitionStorage
     from minikafka.storage.producer_ids import ProducerIdAllocator
 
 log = logging.getLogger(__name__)
@@ -56,42 +55,27 @@ MARKER_RETRY_SECONDS = 1.0
 _MARKER_STOP = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
 
-#: What the group coordinator is told when a marker lands on a partition of ``__consumer_offsets``:
-#: (that partition, producer id, COMMIT?).
-OffsetsMarkerCallback = Callable[[int, int, bool], None]
-
-
 def offsets_partition(group_id: str, partitions: int = INTERNAL_TOPIC_PARTITIONS) -> TopicPartition:
     """The ``__consumer_offsets`` partition of a group (of ``partitions``: one on a single broker)."""
     return OFFSETS_TOPIC, partition_for(group_id, partitions)
-
-
-class MarkerLogs(Protocol):
-    """Where markers go: the broker's storage, or in a cluster each partition's leader (a
-    KafkaError from ``get_log`` is retried like a refused marker; None means the partition is gone)."""
-
-    def get_log(self, topic: str, partition: int) -> PartitionStorage | None: ...
 
 
 class TransactionCoordinator:
     """The transactional ids of the ``__transaction_state`` partitions this broker serves (see the
     module docstring)."""
 
-    def __init__(self, config: BrokerConfig, stores: Callable[[int], TxnStateLog], logs: MarkerLogs,
-                 clock: Callable[[], float], producer_ids: ProducerIdAllocator, flusher: Flusher,
-                 on_offsets_marker: OffsetsMarkerCallback, partitions: int = INTERNAL_TOPIC_PARTITIONS,
-                 offsets_partitions: int = INTERNAL_TOPIC_PARTITIONS) -> None:
+    def __init__(self, config: BrokerConfig, stores: Callable[[int], TxnStateLog], markers: MarkerWriter,
+                 clock: Callable[[], float], producer_ids: ProducerIdAllocator,
+                 partitions: int = INTERNAL_TOPIC_PARTITIONS, offsets_partitions: int = INTERNAL_TOPIC_PARTITIONS
+                 ) -> None:
         """``stores`` makes the (not yet loaded) store of a partition of ``__transaction_state`` (of
-        ``partitions``); markers go to the partitions of ``logs`` (fsynced through ``flusher`` with
-        ``--fsync``), and each one on ``__consumer_offsets`` (of ``offsets_partitions``) is
-        reported to ``on_offsets_marker``."""
+        ``partitions``); ``markers`` writes the markers that end transactions; ``__consumer_offsets``
+        has ``offsets_partitions``."""
         self._clock = clock
-        self._logs = logs
+        self._markers = markers
         self._producer_ids = producer_ids
-        self._flusher = flusher
         self._config = config
         self._make_store = stores
-        self._on_offsets_marker = on_offsets_marker
         self._offsets_partitions = offsets_partitions
         self.max_timeout_ms = int(config.get("transaction.max.timeout.ms"))
         self.abort_interval_ms = int(config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
@@ -437,33 +421,22 @@ class TransactionCoordinator:
     async def _write_markers_once(self, meta: TxnMetadata, partitions: list[TopicPartition],
                                   commit: bool) -> list[TopicPartition]:
         """One pass over ``partitions``; those to try again."""
-        logs = self._logs
+        marker = TxnMarker(meta.producer_id, meta.producer_epoch, commit, self._coordinator_epoch(meta))
+        errors = await self._markers.write(marker, partitions)
         retry: list[TopicPartition] = []
-        written = []
-        for topic, partition in partitions:
-            try:
-                plog = logs.get_log(topic, partition)  # in a cluster: the leader's, or retry
-                if plog is None:
-                    log.warning("transaction %r: %s-%d is gone, no marker written there", meta.transactional_id,
-                                topic, partition)
-                    continue
-                plog.append_marker(meta.producer_id, meta.producer_epoch, commit, self._coordinator_epoch(meta),
-                                   now_ms=self._now())
-            except KafkaError as exc:
-                if exc.code in _MARKER_STOP:
-                    log.warning("transaction %r: marker refused by %s-%d: %s", meta.transactional_id, topic,
-                                partition, exc)
-                    continue
-                log.warning("transaction %r: marker for %s-%d failed (will retry): %s", meta.transactional_id,
-                            topic, partition, exc)
-                retry.append((topic, partition))
+        for (topic, partition), error in sorted(errors.items()):
+            if error == ErrorCode.NONE:
                 continue
-            written.append(plog)
-            if topic == OFFSETS_TOPIC:
-                self._on_offsets_marker(partition, meta.producer_id, commit)
-        if self._config.fsync:
-            for plog in written:
-                await self._flusher.flush(plog)
+            if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                log.warning("transaction %r: %s-%d is gone, no marker written there", meta.transactional_id,
+                            topic, partition)
+            elif error in _MARKER_STOP:
+                log.warning("transaction %r: marker refused by %s-%d: %s", meta.transactional_id, topic,
+                            partition, ErrorCode(error).name)
+            else:
+                log.warning("transaction %r: marker for %s-%d failed (will retry): %s", meta.transactional_id,
+                            topic, partition, ErrorCode(error).name)
+                retry.append((topic, partition))
         return retry
 
     # ================================================================== Produce / TxnOffsetCommit
