@@ -345,8 +345,9 @@ def serve(args: argparse.Namespace) -> int:
                                          "or listeners (docs/cluster.md)")
         admin_port = None if args.admin_port is None else int(args.admin_port)
         if admin_port and config.port and config.port <= admin_port < config.port + args.brokers:
-            _fail(ConfigError.exit_code, f"--admin-port {admin_port} is broker {admin_port - config.port + 1}'s port "
-                                         f"(--port {config.port}, --brokers {args.brokers}): choose one outside "
+            given = {dest: _as_given(sources, dest, getattr(args, dest)) for dest in ("admin_port", "port", "brokers")}
+            _fail(ConfigError.exit_code, f"{given['admin_port']} is broker {admin_port - config.port + 1}'s port "
+                                         f"({given['port']}, {given['brokers']}): choose one outside "
                                          f"{config.port}-{config.port + args.brokers - 1}")
         loop = new_event_loop()
         try:
@@ -481,6 +482,12 @@ def _for_the_command_line(exc: StartupError, args: argparse.Namespace) -> str:
     if isinstance(exc, DataDirError):
         return f"--data-dir {str(exc).removeprefix('data dir ')}"
     return str(exc)
+
+
+def _as_given(sources: dict[str, str], dest: str, value: Any) -> str:
+    """An option as the user gave it: ``--port 9092`` or ``MINIKAFKA_PORT=9092`` (or its default)."""
+    source = sources.get(dest, "--" + dest.replace("_", "-"))
+    return f"{source}={value}" if source.startswith("MINIKAFKA_") else f"{source} {value}"
 
 
 def _faults_name(source: str, path: str) -> str:
