@@ -22,8 +22,9 @@ from tests.testkit.test_admin_http import Served, http, produce, start_serve, st
 NOT_IDEMPOTENT = {"enable.idempotence": False}
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
+@pytest.fixture(name="served")
+def cluster_served(tmp_path: Path) -> Iterator[Served]:
+    """``minikafka serve --brokers 3 --admin-port 0`` (as the fixture ``served``)."""
     served = start_serve(tmp_path, "--brokers", "3", "--config", "replica.lag.time.max.ms=2000")
     yield served
     if served.process.poll() is None:

@@ -8,19 +8,19 @@ shows (bounded), and ``window.notReloaded`` proves no reload happened in between
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 
 from tests.browser_helpers import chromium, console_errors
-from tests.testkit.test_admin_http import Served, http, produce, start_serve, stop_serve
-from tests.testkit.test_console import fill, not_reloaded, shows, waiting
-
-#: plain producers: each broker of a cluster still allocates idempotent producer ids on its own
-NOT_IDEMPOTENT = {"enable.idempotence": False}
+from tests.testkit.test_admin_http import Served, http, produce
+from tests.testkit.test_cluster_admin_http import (
+    NOT_IDEMPOTENT,
+    cluster_served,  # noqa: F401  (the fixture "served")
+    partition,
+)
+from tests.testkit.test_console import fill, not_reloaded, open_console, shows, waiting
 
 
 @pytest.fixture(scope="module")
@@ -29,26 +29,8 @@ def browser() -> Iterator[WebDriver]:
         yield driver
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Served]:
-    served = start_serve(tmp_path, "--brokers", "3", "--config", "replica.lag.time.max.ms=2000")
-    yield served
-    if served.process.poll() is None:
-        stop_serve(served)
-
-
-def described(served: Served, topic: str, number: int = 0) -> dict[str, Any]:
-    status, body = http(served, "GET", f"/topics/{topic}/{number}")
-    assert status == 200, body
-    return body
-
-
 def open_cluster_console(browser: WebDriver, served: Served) -> None:
-    browser.get(served.admin + "/ui")
-    shows(browser, "#connection", "live")
-    shows(browser, "#broker", "cluster of 3 brokers, 3 active")
-    console_errors(browser)  # drain what an earlier test left
-    browser.execute_script("window.notReloaded = true")
+    open_console(browser, served, "cluster of 3 brokers, 3 active")
 
 
 def cell(browser: WebDriver, name: str, column: str) -> str:
@@ -67,16 +49,16 @@ def press(browser: WebDriver, css: str) -> None:
     browser.find_element(By.CSS_SELECTOR, css).click()
 
 
-def test_the_page_shows_three_brokers_and_each_replicas_log_end(browser: WebDriver, cluster: Served) -> None:
-    http(cluster, "POST", "/topics", {"name": "orders", "partitions": 1, "replication_factor": 3})
-    open_cluster_console(browser, cluster)
-    assert produce(cluster.bootstrap, "orders", [b"%d" % i for i in range(7)], acks="all", **NOT_IDEMPOTENT) == []
-    part = described(cluster, "orders")
+def test_the_page_shows_three_brokers_and_each_replicas_log_end(browser: WebDriver, served: Served) -> None:
+    http(served, "POST", "/topics", {"name": "orders", "partitions": 1, "replication_factor": 3})
+    open_cluster_console(browser, served)
+    assert produce(served.bootstrap, "orders", [b"%d" % i for i in range(7)], acks="all", **NOT_IDEMPOTENT) == []
+    part = partition(served, "orders")
     waiting(browser).until(lambda d: cell(d, "orders-0", "HW") == "7", "the HW never reached 7 on the page")
     brokers = browser.find_elements(By.CSS_SELECTOR, "#cluster tr[data-broker]")
     assert [b.get_attribute("data-broker") for b in brokers] == ["1", "2", "3"]
     assert [broker_state(browser, n) for n in (1, 2, 3)] == ["active"] * 3
-    controller = http(cluster, "GET", "/cluster")[1]["controller"]
+    controller = http(served, "GET", "/cluster")[1]["controller"]
     assert "(controller)" in browser.find_element(By.CSS_SELECTOR, f"#cluster tr[data-broker='{controller}']").text
     assert cell(browser, "orders-0", "leader") == str(part["leader"])
     assert cell(browser, "orders-0", "replicas") == ",".join(map(str, part["replicas"]))
@@ -93,11 +75,11 @@ def test_the_page_shows_three_brokers_and_each_replicas_log_end(browser: WebDriv
 
 
 def test_crash_from_the_page_shows_the_broker_down_and_the_new_leader_and_start_brings_it_back(
-        browser: WebDriver, cluster: Served) -> None:
-    http(cluster, "POST", "/topics", {"name": "orders", "partitions": 1, "replication_factor": 3})
-    assert produce(cluster.bootstrap, "orders", [b"a", b"b"], acks="all", **NOT_IDEMPOTENT) == []
-    open_cluster_console(browser, cluster)
-    old = described(cluster, "orders")
+        browser: WebDriver, served: Served) -> None:
+    http(served, "POST", "/topics", {"name": "orders", "partitions": 1, "replication_factor": 3})
+    assert produce(served.bootstrap, "orders", [b"a", b"b"], acks="all", **NOT_IDEMPOTENT) == []
+    open_cluster_console(browser, served)
+    old = partition(served, "orders")
     leader, epoch = old["leader"], old["leader_epoch"]
     shows(browser, "#cluster tr[data-cluster-partition='orders-0'] td.leader", str(leader))
 
@@ -105,7 +87,7 @@ def test_crash_from_the_page_shows_the_broker_down_and_the_new_leader_and_start_
     waiting(browser).until(lambda d: broker_state(d, leader) == "down (fenced)", "the crashed broker never showed down")
     waiting(browser).until(lambda d: cell(d, "orders-0", "leader") not in ("", str(leader)),
                            "the page never showed a new leader")
-    now = described(cluster, "orders")
+    now = partition(served, "orders")
     assert now["leader"] != leader and now["leader_epoch"] > epoch
     waiting(browser).until(lambda d: cell(d, "orders-0", "leader") == str(now["leader"])
                            and cell(d, "orders-0", "epoch") == str(now["leader_epoch"]))
@@ -122,31 +104,31 @@ def test_crash_from_the_page_shows_the_broker_down_and_the_new_leader_and_start_
     assert console_errors(browser) == []
 
 
-def test_moving_a_leader_from_the_page_changes_it(browser: WebDriver, cluster: Served) -> None:
-    http(cluster, "POST", "/topics", {"name": "moved", "partitions": 1, "replication_factor": 3})
-    open_cluster_console(browser, cluster)
-    first = described(cluster, "moved")
+def test_moving_a_leader_from_the_page_changes_it(browser: WebDriver, served: Served) -> None:
+    http(served, "POST", "/topics", {"name": "moved", "partitions": 1, "replication_factor": 3})
+    open_cluster_console(browser, served)
+    first = partition(served, "moved")
     target = first["replicas"][1]
     # the row's button for another replica
     press(browser, f"#cluster tr[data-cluster-partition='moved-0'] button[data-body='{{\"broker\": {target}}}']")
     waiting(browser).until(lambda d: cell(d, "moved-0", "leader") == str(target), "the moved leader never showed")
-    assert described(cluster, "moved")["leader"] == target
+    assert partition(served, "moved")["leader"] == target
     # the form, to a third one
     other = first["replicas"][2]
     form = browser.find_element(By.ID, "leader-form")
     fill(form, topic="moved", partition="0", broker=str(other))
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     waiting(browser).until(lambda d: cell(d, "moved-0", "leader") == str(other), "the form's move never showed")
-    moved = described(cluster, "moved")
+    moved = partition(served, "moved")
     assert moved["leader"] == other and moved["leader_epoch"] == first["leader_epoch"] + 2
     assert not_reloaded(browser)
     assert console_errors(browser) == []
 
 
 def test_bad_input_shows_the_cluster_endpoints_error_and_the_page_goes_on(browser: WebDriver,
-                                                                        cluster: Served) -> None:
-    http(cluster, "POST", "/topics", {"name": "kept", "partitions": 1, "replication_factor": 2})
-    open_cluster_console(browser, cluster)
+                                                                        served: Served) -> None:
+    http(served, "POST", "/topics", {"name": "kept", "partitions": 1, "replication_factor": 2})
+    open_cluster_console(browser, served)
     form = browser.find_element(By.ID, "leader-form")
     submit = form.find_element(By.CSS_SELECTOR, "button[type=submit]")
     fill(form, topic="kept", partition="0", broker="9")
@@ -159,7 +141,7 @@ def test_bad_input_shows_the_cluster_endpoints_error_and_the_page_goes_on(browse
     submit.click()
     shows(browser, "#error", "400 partition must be a number, not 'zero'")
     # a broker that holds no replica of the partition cannot lead it
-    part = described(cluster, "kept")
+    part = partition(served, "kept")
     (outsider,) = {1, 2, 3} - set(part["replicas"])
     fill(form, partition="0", broker=str(outsider))
     submit.click()
@@ -170,7 +152,7 @@ def test_bad_input_shows_the_cluster_endpoints_error_and_the_page_goes_on(browse
     topic_form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     shows(browser, "#error", "POST /topics: 400")
     # each answered an error, nothing changed, and the page is still live
-    assert described(cluster, "kept")["leader"] == part["leader"]
-    http(cluster, "POST", "/topics", {"name": "after-errors", "partitions": 1, "replication_factor": 3})
+    assert partition(served, "kept")["leader"] == part["leader"]
+    http(served, "POST", "/topics", {"name": "after-errors", "partitions": 1, "replication_factor": 3})
     shows(browser, "#cluster", "after-errors-0")
     assert not_reloaded(browser)
