@@ -118,8 +118,8 @@ _SERVE_OPTIONS: list[tuple[str, str, Any, Callable[[str], Any], str]] = [
      "run a cluster of this many brokers in one process (node ids 1..N, ports --port, --port+1, ...; "
      "data in <data-dir>/node-<id>; docs/cluster.md)"),
     ("--address-file", "MINIKAFKA_ADDRESS_FILE", None, str,
-     "once listening, write each listener's HOST:PORT to this file, which `minikafka ping` reads "
-     "(a container's health check); removed on a clean stop"),
+     "once listening, write each listener's HOST:PORT (every broker's, with --brokers) to this file, "
+     "which `minikafka ping` reads (a container's health check); removed on a clean stop"),
 ]
 
 _SERVE_EPILOG = (
