@@ -25,6 +25,9 @@ RUN python3 -m venv /opt/minikafka \
 # Listen on every interface inside the container. Clients are told to reconnect to
 # MINIKAFKA_ADVERTISED_HOST:MINIKAFKA_ADVERTISED_PORT (default 127.0.0.1 and the listening port):
 # set them to the address the clients use, e.g. with `-p 19092:9092` set the port to 19092.
+# MINIKAFKA_BROKERS=N runs a cluster of N brokers in the one container on MINIKAFKA_PORT, +1, ...
+# (each advertised on the same host, and on the advertised port +0, +1, ...); its admin endpoint
+# then needs a port outside theirs, e.g. MINIKAFKA_ADMIN_PORT=9095 for three.
 ENV PATH=/opt/minikafka/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     MINIKAFKA_HOST=0.0.0.0 \
@@ -34,13 +37,15 @@ ENV PATH=/opt/minikafka/bin:$PATH \
     MINIKAFKA_ADDRESS_FILE=/run/minikafka/address
 
 VOLUME ["/var/lib/minikafka"]
-EXPOSE 9092 9093
+# Kafka on 9092 (a cluster: 9092-9094 for three brokers), the admin endpoint on 9093 (a cluster's: 9095)
+EXPOSE 9092-9095
 USER 10001:10001
 # Healthy = answering Kafka requests: an ApiVersions round trip to where the broker listens. The
 # port may come from a flag after the image name, MINIKAFKA_PORT, `--config listeners=...` or
 # `--port 0`, none of which the check's own process can see; so `serve` writes the address of each
 # listener it bound to MINIKAFKA_ADDRESS_FILE (in the runtime dir /run/minikafka, not in the data
-# volume, and removed on a clean stop) and `ping` reads it from there.
+# volume, and removed on a clean stop) and `ping` reads it from there. A cluster writes every
+# broker's address, and the check passes only while each one answers.
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=3 CMD ["minikafka", "ping", "--quiet"]
 # SIGTERM (docker stop) shuts down cleanly in a fraction of a second; arguments after the
 # image name go to `minikafka serve`, e.g. `--config num.partitions=3 --faults /faults.yaml`.

@@ -3,7 +3,9 @@
 Starts ``minikafka serve --admin-port``, opens the console in Debian's headless chromium, makes
 the broker busy the way a failing integration test would (an idempotent producer, one open and
 one committed transaction, a consumer group behind by a few records, a fault rule that fired)
-and saves each view as it shows that state.
+and saves each view as it shows that state. Then the same for a cluster
+(``serve --brokers 3``): a topic written with RF 3, one broker crashed, a leader moved, and the
+cluster view saved as ``cluster.png``.
 
     .venv/bin/python -m bench.console_screenshots [--out docs/console]
 """
@@ -83,6 +85,40 @@ def main() -> None:
                 open_txn.abort()
         finally:
             stop_serve(served)
+        cluster_view(Path(tmp) / "cluster", args.out)
+
+
+def cluster_view(tmp: Path, out: Path) -> None:
+    """``cluster.png``: three brokers, one of them crashed, its partitions led by the others, the
+    replicas' log ends against the high watermark, one leader moved by hand."""
+    served = start_serve(tmp, "--brokers", "3")
+    try:
+        with chromium(1300, 1200) as driver:
+            driver.get(served.admin + "/ui")
+            shown(driver, "#broker", "cluster of 3 brokers, 3 active")
+            http(served, "POST", "/topics", {"name": "orders", "partitions": 3, "replication_factor": 3,
+                                             "config": {"min.insync.replicas": "2"}})
+            http(served, "POST", "/topics", {"name": "audit", "partitions": 1, "replication_factor": 2})
+            plain = {"enable.idempotence": False, "acks": "all"}  # producer ids are per broker in a cluster yet
+            assert produce(served.bootstrap, "orders", [b"order-%d" % i for i in range(30)], **plain) == []
+            assert produce(served.bootstrap, "audit", [b"entry-%d" % i for i in range(5)], **plain) == []
+            audit = http(served, "GET", "/topics/audit/0")[1]
+            http(served, "POST", "/topics/audit/0/leader", {"broker": audit["replicas"][1]})
+            http(served, "POST", "/brokers/3/crash")
+            assert produce(served.bootstrap, "orders", [b"after-%d" % i for i in range(9)], **plain) == []
+            # broker 2 cut off from the others: what its leaders take stays above the HW meanwhile
+            http(served, "POST", "/brokers/2/isolate", {"from": "brokers"})
+            assert produce(served.bootstrap, "orders", [b"alone-%d" % i for i in range(6)], **{**plain, "acks": "1"}) == []
+            shown(driver, "#cluster tr[data-broker='3'] td.state", "down")
+            labels = sorted(f"{r['broker']}: {r['log_end_offset']}" for p in http(served, "GET", "/cluster")[1]["partitions"]
+                            for r in p["replica_offsets"])
+            WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(  # caught up
+                lambda d: sorted(e.text for e in d.find_elements(By.CSS_SELECTOR, "#cluster .bar:not(.down) .label"))
+                == labels)
+            driver.find_element(By.ID, "cluster-view").screenshot(str(out / "cluster.png"))
+            print(out / "cluster.png")
+    finally:
+        stop_serve(served)
 
 
 if __name__ == "__main__":

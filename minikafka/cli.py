@@ -27,7 +27,6 @@ from minikafka.startup_errors import (
 
 if TYPE_CHECKING:
     import logging
-    import socket
 
     from minikafka.broker.server import Broker
 
@@ -119,8 +118,8 @@ _SERVE_OPTIONS: list[tuple[str, str, Any, Callable[[str], Any], str]] = [
      "run a cluster of this many brokers in one process (node ids 1..N, ports --port, --port+1, ...; "
      "data in <data-dir>/node-<id>; docs/cluster.md)"),
     ("--address-file", "MINIKAFKA_ADDRESS_FILE", None, str,
-     "once listening, write each listener's HOST:PORT to this file, which `minikafka ping` reads "
-     "(a container's health check); removed on a clean stop"),
+     "once listening, write each listener's HOST:PORT (every broker's, with --brokers) to this file, "
+     "which `minikafka ping` reads (a container's health check); removed on a clean stop"),
 ]
 
 _SERVE_EPILOG = (
@@ -341,13 +340,19 @@ def serve(args: argparse.Namespace) -> int:
     wants_control = args.admin_port is not None or bool(fault_specs)
 
     if args.brokers > 1:
-        if fault_specs or args.address_file or str(config.get("listeners")).strip():
-            _fail(ConfigError.exit_code, f"--brokers {args.brokers}: not yet with --faults, "
-                                         "--address-file or listeners (docs/cluster.md)")
+        if fault_specs or str(config.get("listeners")).strip():
+            _fail(ConfigError.exit_code, f"--brokers {args.brokers}: not yet with --faults "
+                                         "or listeners (docs/cluster.md)")
         admin_port = None if args.admin_port is None else int(args.admin_port)
+        if admin_port and config.port and config.port <= admin_port < config.port + args.brokers:
+            given = {dest: _as_given(sources, dest, getattr(args, dest)) for dest in ("admin_port", "port", "brokers")}
+            _fail(ConfigError.exit_code, f"{given['admin_port']} is broker {admin_port - config.port + 1}'s port "
+                                         f"({given['port']}, {given['brokers']}): choose one outside "
+                                         f"{config.port}-{config.port + args.brokers - 1}")
         loop = new_event_loop()
         try:
-            loop.run_until_complete(_serve_cluster(config, args.brokers, args.admin_host or args.host, admin_port))
+            loop.run_until_complete(_serve_cluster(config, args.brokers, args.admin_host or args.host, admin_port,
+                                                   args.address_file))
         except StartupError as exc:
             _fail(exc.exit_code, _for_the_command_line(exc, args))
         finally:
@@ -403,9 +408,11 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve_cluster(config: BrokerConfig, brokers: int, admin_host: str, admin_port: int | None) -> None:
+async def _serve_cluster(config: BrokerConfig, brokers: int, admin_host: str, admin_port: int | None,
+                         address_path: str | None) -> None:
     """``serve --brokers N``: the cluster (and its admin endpoint with ``--admin-port``) until
-    SIGINT or SIGTERM, then every broker stops cleanly."""
+    SIGINT or SIGTERM, then every broker stops cleanly. The address file names every broker
+    (their ports stay theirs through restarts), so a health check asks them all."""
     import asyncio
     import signal
 
@@ -429,6 +436,8 @@ async def _serve_cluster(config: BrokerConfig, brokers: int, admin_host: str, ad
         if admin is not None:
             await admin.stop()
         raise
+    if address_path:
+        _write_address_file(address_path, *cluster.brokers.values())
     _write_line(sys.stdout, f"minikafka listening on {cluster.bootstrap}")
     if admin is not None:
         _write_line(sys.stdout, f"minikafka admin endpoint on {admin.host}:{admin.port}")
@@ -436,17 +445,26 @@ async def _serve_cluster(config: BrokerConfig, brokers: int, admin_host: str, ad
     if admin is not None:
         await admin.stop()
     await cluster.stop()
+    if address_path:
+        address_file.remove(address_path)
 
 
-def _write_address_file(path: str, broker: Broker) -> None:
-    """Where each listener is bound, for `minikafka ping`; a file that cannot be written is logged,
-    not fatal: the broker serves, only the health check that reads the file fails."""
+def _write_address_file(path: str, *brokers: Broker) -> None:
+    """Where each listener (of each broker of a cluster) is bound, for `minikafka ping`; a file that
+    cannot be written is logged, not fatal: the broker serves, only the health check that reads
+    the file fails."""
     import logging
 
-    assert broker.listeners is not None  # started
+    bound = {}
+    for broker in brokers:
+        assert broker.listeners is not None  # started
+        bound[broker.node_id] = [(listener.security_protocol, listener.host or broker.host, listener.port)
+                                 for listener in broker.listeners.listeners]
     try:
-        address_file.write(path, [(listener.security_protocol, listener.host or broker.host, listener.port)
-                                  for listener in broker.listeners.listeners])
+        if len(brokers) == 1:
+            address_file.write(path, bound[brokers[0].node_id])
+        else:
+            address_file.write_cluster(path, bound)
     except OSError as exc:
         logging.getLogger("minikafka").warning("--address-file %s: cannot write it (%s): `minikafka ping` "
                                                "reading it will fail", path, exc.strerror or exc)
@@ -464,6 +482,12 @@ def _for_the_command_line(exc: StartupError, args: argparse.Namespace) -> str:
     if isinstance(exc, DataDirError):
         return f"--data-dir {str(exc).removeprefix('data dir ')}"
     return str(exc)
+
+
+def _as_given(sources: dict[str, str], dest: str, value: Any) -> str:
+    """An option as the user gave it: ``--port 9092`` or ``MINIKAFKA_PORT=9092`` (or its default)."""
+    source = sources.get(dest, "--" + dest.replace("_", "-"))
+    return f"{source}={value}" if source.startswith("MINIKAFKA_") else f"{source} {value}"
 
 
 def _faults_name(source: str, path: str) -> str:
@@ -487,72 +511,42 @@ def _load_faults(path: str | None, source: str) -> list[dict[str, Any]]:
 
 
 def ping(args: argparse.Namespace) -> int:
-    """ApiVersions v0 by hand: no asyncio, no kafka-python, so a health check costs ~20 ms."""
-    import socket
-    import struct
+    """An ApiVersions round trip (:mod:`minikafka.health`) to the broker, or to every broker of a
+    cluster whose address file names several: healthy only when each one answers."""
+    from minikafka import health
 
-    host, port, tls = _ping_address(args)
-    bootstrap = f"{host}:{port}"
-    correlation_id = 0x6D6B  # "mk"
-    client_id = b"minikafka-ping"
-    body = struct.pack(">hhih", 18, 0, correlation_id, len(client_id)) + client_id
-    try:
-        with socket.create_connection((host.strip("[]"), port), timeout=args.timeout) as plain:
-            sock = _tls_without_verification(plain) if tls else plain
-            sock.settimeout(args.timeout)
-            sock.sendall(struct.pack(">i", len(body)) + body)
-            data = b""
-            while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    raise ConnectionError("the broker closed the connection")
-                data += chunk
-    except (OSError, ValueError) as exc:
-        print(f"minikafka ping {bootstrap}: {exc}", file=sys.stderr)
-        return 1
-    if len(data) < 14:
-        print(f"minikafka ping {bootstrap}: answer too short to be ApiVersions", file=sys.stderr)
-        return 1
-    got_id, error_code, count = struct.unpack_from(">ihi", data, 4)
-    if got_id != correlation_id or error_code != 0 or count <= 0:
-        print(f"minikafka ping {bootstrap}: bad ApiVersions answer (correlation {got_id}, error {error_code}, "
-              f"{count} APIs)", file=sys.stderr)
-        return 1
-    if not args.quiet:
-        print(f"minikafka at {bootstrap} answers: {count} APIs")
-    return 0
+    failed = 0
+    for host, port, tls in _ping_addresses(args):
+        bootstrap = f"{host}:{port}"
+        try:
+            count = health.ask(host, port, tls, args.timeout)
+        except (OSError, ValueError) as exc:
+            print(f"minikafka ping {bootstrap}: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        if not args.quiet:
+            print(f"minikafka at {bootstrap} answers: {count} APIs")
+    return 1 if failed else 0
 
 
-def _tls_without_verification(sock: socket.socket) -> socket.socket:
-    """A health check of a broker whose only listeners use TLS: it asks whether the broker answers,
-    not who it is, so the certificate is not checked (a listener that requires client
-    certificates cannot be pinged)."""
-    import ssl
-
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context.wrap_socket(sock)
-
-
-def _ping_address(args: argparse.Namespace) -> tuple[str, int, bool]:
-    """HOST:PORT (positional or --bootstrap), or --host / --port, or the address file a broker wrote
-    (--address-file, MINIKAFKA_ADDRESS_FILE), or MINIKAFKA_HOST / MINIKAFKA_PORT; and whether to
-    speak TLS (only a file says so)."""
+def _ping_addresses(args: argparse.Namespace) -> list[tuple[str, int, bool]]:
+    """HOST:PORT (positional or --bootstrap), or --host / --port, or the address file a broker (or
+    a cluster: one address per broker) wrote (--address-file, MINIKAFKA_ADDRESS_FILE), or
+    MINIKAFKA_HOST / MINIKAFKA_PORT; each with whether to speak TLS (only a file says so)."""
     address = args.address or args.bootstrap
     if address is not None:
         if args.host is not None or args.port is not None:
             _fail(ConfigError.exit_code, f"ping {address}: give HOST:PORT or --host/--port, not both")
         host, sep, port_text = address.rpartition(":")
         try:
-            return host or "127.0.0.1", _port(port_text) if sep else _port(""), False
+            return [(host or "127.0.0.1", _port(port_text) if sep else _port(""), False)]
         except argparse.ArgumentTypeError:
             _fail(ConfigError.exit_code, f"ping {address!r}: expected HOST:PORT with a port from 0 to 65535, "
                                          "e.g. 127.0.0.1:9092")
     path = args.address_file or _env("MINIKAFKA_ADDRESS_FILE", "")
     if path and args.host is None and args.port is None:
         try:
-            return address_file.read(path)
+            return address_file.read_brokers(path)
         except (OSError, ValueError) as exc:
             _write_line(sys.stderr, f"minikafka ping: --address-file {path}: no broker address in it yet "
                                     f"({getattr(exc, 'strerror', None) or exc})")
@@ -560,9 +554,9 @@ def _ping_address(args: argparse.Namespace) -> tuple[str, int, bool]:
     # a broker listening everywhere: loopback reaches it
     host = address_file.local_host(args.host or _env("MINIKAFKA_HOST", "") or "127.0.0.1")
     if args.port is not None:
-        return host, args.port, False
+        return [(host, args.port, False)]
     try:
-        return host, _port(_env("MINIKAFKA_PORT", "") or "9092"), False
+        return [(host, _port(_env("MINIKAFKA_PORT", "") or "9092"), False)]
     except argparse.ArgumentTypeError as exc:
         _fail(ConfigError.exit_code, f"MINIKAFKA_PORT: {exc}")  # the message quotes the value
 

@@ -353,3 +353,71 @@ def test_the_documented_published_ports_example_runs(image: str, monkeypatch: py
     tests = [value for name, value in namespace.items() if name.startswith("test_") and callable(value)]
     assert len(tests) == 1, list(namespace)
     tests[0]()
+
+
+def consecutive_free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports nothing listens on now (a cluster takes --port, +1, ...)."""
+    while True:
+        base = free_port()
+        if base + count <= 65535 and all(port_is_free(port) for port in range(base + 1, base + count)):
+            return base
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def test_a_cluster_in_one_container_serves_rf3_on_its_ports_and_is_healthy_only_with_every_broker(
+    image: str, run_container: Callable[..., dict[str, Any]]
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    base, admin_port = consecutive_free_ports(3), free_port()
+    container = run_container(env={"MINIKAFKA_BROKERS": "3", "MINIKAFKA_PORT": str(base),
+                                   "MINIKAFKA_ADMIN_PORT": str(admin_port), "MINIKAFKA_ADVERTISED_HOST": "localhost"})
+    container["admin"] = f"http://127.0.0.1:{admin_port}"
+    wait_healthy(container["name"])
+    ports = [base, base + 1, base + 2]
+    assert docker("exec", container["name"], "cat", "/run/minikafka/address").splitlines() == \
+        [f"PLAINTEXT 127.0.0.1:{port} broker={node}" for node, port in enumerate(ports, 1)]
+    bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports)
+
+    # every broker advertised on the settable host, each on its own port
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    brokers = client.list_topics(timeout=30).brokers
+    assert sorted((b.id, b.host, b.port) for b in brokers.values()) == \
+        [(node, "localhost", port) for node, port in enumerate(ports, 1)]
+    client.create_topics([NewTopic("replicated", num_partitions=3, replication_factor=3,
+                                   config={"min.insync.replicas": "2"})])["replicated"].result(30)
+    records = make_records(300)
+    CLIENTS["confluent-kafka"][0](bootstrap, "replicated", records, acks="all", **{"enable.idempotence": True})
+    check_consumed(records, CLIENTS["kafka-python"][1](f"localhost:{ports[2]}", "replicated", 3, len(records),
+                                                       timeout=30))
+    cluster = admin(container, "GET", "/cluster")
+    for part in cluster["partitions"]:
+        assert sorted(part["replicas"]) == [1, 2, 3] and len(part["isr"]) >= 2, part
+    assert sum(p["high_watermark"] for p in cluster["partitions"]) == len(records)
+
+    # the image's own health check asks every broker: down while one is, up when it is back
+    config = json.loads(docker("image", "inspect", image))[0]["Config"]
+    assert {f"{port}/tcp" for port in range(9092, 9096)} <= set(config["ExposedPorts"])
+    check = config["Healthcheck"]["Test"]
+    assert check[0] == "CMD"
+
+    def health() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([DOCKER, "exec", container["name"], *check[1:]], capture_output=True, text=True,
+                              timeout=60)
+
+    assert health().returncode == 0
+    admin(container, "POST", "/brokers/2/crash")
+    result = health()
+    assert result.returncode == 1 and f"127.0.0.1:{ports[1]}" in result.stderr, result
+    admin(container, "POST", "/brokers/2/start")
+    assert health().returncode == 0
+    docker("stop", "--time=10", container["name"])
+    assert docker("inspect", "--format", "{{.State.ExitCode}}", container["name"]) == "0"

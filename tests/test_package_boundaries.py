@@ -41,9 +41,11 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "minikafka.testkit": ("minikafka.broker", "minikafka.protocol", "minikafka.storage", *FOUNDATION),
     # where `serve --address-file` says the listeners are bound, for `ping` and the image's health check
     "minikafka.address_file": (),
+    # `ping`'s ApiVersions round trip, for the image's health check: the standard library only
+    "minikafka.health": (),
     # the entry points wire everything together
     "minikafka.cli": ("minikafka.broker", "minikafka.spark_export", "minikafka.testkit", "minikafka.address_file",
-                      *FOUNDATION),
+                      "minikafka.health", *FOUNDATION),
     "minikafka.__main__": ("minikafka.cli",),
     "minikafka.pytest_plugin": ("minikafka.testkit",),  # the pytest11 entry point's name
     "minikafka.testing": (),

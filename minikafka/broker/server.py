@@ -231,7 +231,7 @@ class Broker:
         from minikafka.broker.cluster.fetcher import Fetchers
         from minikafka.broker.cluster.replica_manager import ReplicaManager
 
-        fetchers = Fetchers(self.node_id, logs, self.config, cluster.address_of)
+        fetchers = Fetchers(self.node_id, logs, self.config, cluster.peer_address_of)
         return ReplicaManager(self.node_id, cluster.controller, logs, self.config, lambda: self.clock(), fetchers,
                               self.fetch_waiters.notify, on_leadership=self._leadership_changed)
 

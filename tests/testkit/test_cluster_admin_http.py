@@ -22,8 +22,9 @@ from tests.testkit.test_admin_http import Served, http, produce, start_serve, st
 NOT_IDEMPOTENT = {"enable.idempotence": False}
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
+@pytest.fixture(name="served")
+def cluster_served(tmp_path: Path) -> Iterator[Served]:
+    """``minikafka serve --brokers 3 --admin-port 0`` (as the fixture ``served``)."""
     served = start_serve(tmp_path, "--brokers", "3", "--config", "replica.lag.time.max.ms=2000")
     yield served
     if served.process.poll() is None:
@@ -156,7 +157,7 @@ def test_bad_requests_get_4xx_and_single_broker_routes_say_what_to_use(served: S
     assert served.process.poll() is None
 
 
-@pytest.mark.parametrize("extra", [["--faults", "rules.yaml"], ["--address-file", "addr"]])
+@pytest.mark.parametrize("extra", [["--faults", "rules.yaml"]])
 def test_serve_refuses_what_a_cluster_does_not_support_yet_with_one_line(tmp_path: Path, extra: list[str]) -> None:
     (tmp_path / "rules.yaml").write_text("rules:\n  - action: close\n")
     result = subprocess.run([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--port", "0",
@@ -164,6 +165,44 @@ def test_serve_refuses_what_a_cluster_does_not_support_yet_with_one_line(tmp_pat
                             text=True, timeout=60)
     assert result.returncode != 0
     assert result.stderr.count("\n") == 1 and "--brokers 3: not yet with --faults" in result.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def ping_file(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "minikafka", "ping", "--address-file", str(path)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_address_file_names_every_broker_and_ping_needs_them_all(tmp_path: Path) -> None:
+    # a container's health check: healthy while every broker answers, not while one is down
+    address = tmp_path / "address"
+    served = start_serve(tmp_path, "--brokers", "3", "--address-file", str(address))
+    try:
+        ports = [int(a.rsplit(":", 1)[1]) for a in served.bootstrap.split(",")]
+        assert address.read_text().splitlines() == [f"PLAINTEXT 127.0.0.1:{port} broker={node}"
+                                                    for node, port in enumerate(ports, 1)]
+        result = ping_file(address)
+        assert result.returncode == 0, result.stderr
+        assert [line.split(" answers")[0] for line in result.stdout.splitlines()] == \
+            [f"minikafka at 127.0.0.1:{port}" for port in ports]
+        assert http(served, "POST", "/brokers/2/crash")[0] == 200
+        result = ping_file(address)
+        assert result.returncode == 1
+        assert result.stderr.startswith(f"minikafka ping 127.0.0.1:{ports[1]}: ") and result.stderr.count("\n") == 1
+        assert http(served, "POST", "/brokers/2/start")[0] == 200
+        assert ping_file(address).returncode == 0
+    finally:
+        stop_serve(served)
+    assert not address.exists()
+
+
+def test_an_admin_port_among_the_brokers_ports_is_refused_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--port", "19092",
+                             "--admin-port", "19093", "--data-dir", str(tmp_path / "d")], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == ("minikafka: --admin-port 19093 is broker 2's port (--port 19092, --brokers 3): "
+                             "choose one outside 19092-19094\n")
     assert not (tmp_path / "d").exists()
 
 

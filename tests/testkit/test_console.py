@@ -31,10 +31,12 @@ def browser() -> Iterator[WebDriver]:
         yield driver
 
 
-def open_console(browser: WebDriver, served: Served) -> None:
+def open_console(browser: WebDriver, served: Served, header: str = "running") -> None:
+    """Open the page, wait until it is live and its header shows ``header``, and mark the window
+    so that a reload would show."""
     browser.get(served.admin + "/ui")
     shows(browser, "#connection", "live")
-    shows(browser, "#broker", "running")
+    shows(browser, "#broker", header)
     console_errors(browser)  # drain what an earlier test left
     browser.execute_script("window.notReloaded = true")
 

@@ -87,6 +87,16 @@ class ClusterLink:
             return None
         return broker.advertised_address()
 
+    def peer_address_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where another broker of this process reaches broker ``node_id``: the address it is bound
+        to, not the one clients are told (in a container the advertised host and port are the
+        outside's, often not reachable from inside)."""
+        broker = self.cluster.brokers.get(node_id)
+        if broker is None or not broker.started or broker.listener() is None:
+            return None
+        host = broker.host
+        return ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), broker.port
+
     @property
     def producer_ids(self) -> ProducerIdAllocator:
         """The cluster's one producer-id allocator (Kafka's controller hands out id blocks)."""
@@ -154,7 +164,12 @@ class Cluster:
         if self.config.port and port > 65535:
             raise ConfigError(f"--port {self.config.port}: broker {node_id} would listen on {port}")
         settings = {k: v for k, v in self.config.settings.items() if k != "broker.rack"}
-        return dataclasses.replace(self.config, node_id=node_id, port=port, advertised_port=None,
+        # an advertised port (a container's published one) counts up with the ports, as they do
+        advertised_port = self.config.advertised_port + node_id - 1 if self.config.advertised_port else None
+        if advertised_port is not None and advertised_port > 65535:
+            raise ConfigError(f"--advertised-port {self.config.advertised_port}: broker {node_id} would be "
+                              f"advertised on {advertised_port}")
+        return dataclasses.replace(self.config, node_id=node_id, port=port, advertised_port=advertised_port,
                                    data_dir=str(self.data_dir / f"node-{node_id}"), settings=settings,
                                    cluster_id=self.controller.cluster_id)
 

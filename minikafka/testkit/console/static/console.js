@@ -41,7 +41,8 @@ function render() {
   const s = latest.status;
   const broker = $("broker");
   broker.dataset.state = s.running ? "running" : "stopped";
-  broker.textContent = `node ${s.node_id} ${s.running ? "running" : "stopped"} on ${s.bootstrap} · ${s.crashes} crash(es), ${s.restarts} restart(s)`;
+  broker.textContent = latest.cluster ? clusterHeadline(s, latest.cluster)
+    : `node ${s.node_id} ${s.running ? "running" : "stopped"} on ${s.bootstrap} · ${s.crashes} crash(es), ${s.restarts} restart(s)`;
   const f = latest.feed;
   $("feed-cost").textContent = `snapshot every ${f.interval_ms} ms while watched, ${f.build_ms} ms to build, ${f.subscribers} page(s) open`;
   const nowMs = latest.now_ms + (Date.now() - receivedAt);
@@ -51,9 +52,19 @@ function render() {
   $("txn-spark").innerHTML = `<small>open ${spark(history["txn:open"], HISTORY_MS)}</small>`;
   $("groups").innerHTML = renderGroups(latest.groups, history, HISTORY_MS);
   $("faults").innerHTML = renderFaults(latest.faults, history, HISTORY_MS);
-  // GET /cluster's body once the broker runs as a cluster; null (the route answers 404) hides the view
+  // GET /cluster's body once the broker runs as a cluster (absent for one broker): the cluster
+  // view shows, and the single broker's controls (which a cluster answers 409) hide
   $("cluster-view").hidden = !latest.cluster;
+  for (const e of document.querySelectorAll("[data-single]")) e.hidden = !!latest.cluster;
+  for (const e of document.querySelectorAll("[data-cluster]")) e.hidden = !latest.cluster;
   if (latest.cluster) $("cluster").innerHTML = renderCluster(latest.cluster);
+}
+
+// The header of a cluster: how many brokers are up (every one active: "running"), the controller.
+function clusterHeadline(s, c) {
+  const up = c.brokers.filter((b) => b.state === "active").length;
+  return `cluster of ${c.brokers.length} brokers, ${up} active, controller ${c.controller} ${s.running ? "running" : "degraded"}` +
+    ` on ${s.bootstrap} · ${s.crashes} crash(es), ${s.restarts} restart(s)`;
 }
 
 function setConnection(state) {
@@ -122,7 +133,15 @@ $("partition-form").addEventListener("submit", (e) => {
 });
 $("topic-form").addEventListener("submit", (e) => {
   e.preventDefault();
-  call("POST", "/topics", fields(e.target, ["partitions"]));
+  call("POST", "/topics", fields(e.target, ["partitions", "replication_factor"]));
+});
+// POST /topics/<topic>/<partition>/leader {"broker": id}: what the topic and partition fields hold
+// goes into the path as typed (escaped), so the endpoint says what is wrong with them
+$("leader-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const f = fields(e.target, ["broker"]);
+  const path = `/topics/${encodeURIComponent(f.topic ?? "")}/${encodeURIComponent(f.partition ?? "")}/leader`;
+  call("POST", path, f.broker === undefined ? {} : {broker: f.broker});
 });
 $("fault-form").addEventListener("submit", (e) => {
   e.preventDefault();

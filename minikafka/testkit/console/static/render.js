@@ -23,13 +23,14 @@ function spark(points, span, w = 90, h = 18) {
 function replicaBars(p) {
   const replicas = p.replica_offsets || [];
   const lo = Math.min(p.log_start_offset, ...replicas.map((r) => r.log_start_offset));
-  const hi = Math.max(p.high_watermark, ...replicas.map((r) => r.log_end_offset), lo + 1);
+  const hw = p.high_watermark ?? null;  // null: a cluster partition without a leader has none
+  const hi = Math.max(hw ?? lo, ...replicas.map((r) => r.log_end_offset), lo + 1);
   const at = (o) => ((o - lo) / (hi - lo) * 100).toFixed(1);
   const lso = p.last_stable_offset !== undefined && p.last_stable_offset < p.high_watermark
     ? `<div class="lso" style="left:${at(p.last_stable_offset)}%" title="LSO ${p.last_stable_offset}"></div>` : "";
   return `<div class="bars">${replicas.map((r) => `<div class="bar" title="broker ${r.broker}: ${r.log_start_offset}..${r.log_end_offset}">
     <div class="fill" style="left:${at(r.log_start_offset)}%;width:${(at(r.log_end_offset) - at(r.log_start_offset)).toFixed(1)}%"></div>
-    <div class="hw" style="left:${at(p.high_watermark)}%" title="high watermark ${p.high_watermark}"></div>${lso}
+    ${hw === null ? "" : `<div class="hw" style="left:${at(hw)}%" title="high watermark ${hw}"></div>`}${lso}
     <span class="label">${r.broker}: ${r.log_end_offset}</span></div>`).join("")}</div>`;
 }
 
@@ -110,15 +111,41 @@ function renderFaults(rules, history, span) {
       <td><button type="button" data-delete="/faults/${encodeURIComponent(r.id)}">remove</button></td></tr>`));
 }
 
+// A broker's buttons: the HTTP routes of the cluster's admin endpoint for what it can do now.
+function brokerButtons(b) {
+  const post = (action, label, body) => `<button type="button" data-post="/brokers/${b.id}/${action}"${body ? ` data-body='${body}'` : ""}>${label}</button>`;
+  if (b.state === "fenced") return post("start", "start");
+  return [post("crash", "crash"), post("restart", "restart", '{"clean": true}'), post("shutdown", "shut down"),
+    b.isolated === "none" ? post("isolate", "isolate", '{"from": "all"}') : post("heal", "heal")].join(" ");
+}
+
+// The cluster's replicas as bars: a replica whose broker is down has no log to read (a grey "down").
+function clusterBars(p) {
+  const up = p.replica_offsets || [];
+  if (!up.length) return `<span class="bad">no replica up</span>`;
+  const bars = replicaBars({...p, log_start_offset: Math.min(...up.map((r) => r.log_start_offset))});
+  const down = p.replicas.filter((id) => !up.some((r) => r.broker === id));
+  return `<div class="bars">${bars}${down.map((id) => `<div class="bar down" title="broker ${id} is down"><span class="label">${id}: down</span></div>`).join("")}</div>`;
+}
+
+function clusterPartitionRows(partitions) {
+  return partitions.map((p) => `<tr data-cluster-partition="${esc(p.topic)}-${p.partition}">
+    <td>${esc(p.topic)}-${p.partition}</td><td class="num leader">${p.leader < 0 ? "none" : p.leader}</td>${num(p.leader_epoch)}
+    <td>${p.replicas.join(",")}</td><td class="isr">${p.isr.join(",")}</td><td class="bad">${(p.offline || []).join(",")}</td><td class="num hw">${p.high_watermark ?? "–"}</td>
+    <td>${clusterBars(p)}</td>
+    <td>${p.replicas.filter((r) => r !== p.leader).map((r) => `<button type="button" data-post="/topics/${encodeURIComponent(p.topic)}/${p.partition}/leader" data-body='{"broker": ${r}}'>${r}</button>`).join(" ")}</td></tr>`);
+}
+
 function renderCluster(c) {
-  const brokers = table(["broker", "address", "rack", "state", "isolated", ""], c.brokers.map((b) => `<tr data-broker="${b.id}">
+  const brokers = table(["broker", "address", "rack", "state", "isolated from", ""], c.brokers.map((b) => `<tr data-broker="${b.id}" data-state="${esc(b.state)}">
     <td>${b.id}${b.id === c.controller ? " (controller)" : ""}</td><td>${esc(b.host)}:${b.port}</td><td>${esc(b.rack ?? "–")}</td>
-    <td class="${b.state === "active" ? "ok" : "bad"}">${esc(b.state)}</td><td class="${b.isolated === "none" ? "" : "bad"}">${esc(b.isolated)}</td>
-    <td><button type="button" data-post="/brokers/${b.id}/crash">crash</button></td></tr>`));
-  const parts = table(["partition", "leader", "epoch", "replicas", "ISR", "offline", "HW", "replicas: log end vs HW", "move leader to"],
-    c.partitions.map((p) => `<tr><td>${esc(p.topic)}-${p.partition}</td>${num(p.leader)}${num(p.leader_epoch)}<td>${p.replicas.join(",")}</td>
-      <td>${p.isr.join(",")}</td><td class="bad">${(p.offline || []).join(",")}</td>${num(p.high_watermark)}
-      <td>${replicaBars({...p, log_start_offset: Math.min(...p.replica_offsets.map((r) => r.log_start_offset))})}</td>
-      <td>${p.replicas.filter((r) => r !== p.leader).map((r) => `<button type="button" data-post="/topics/${encodeURIComponent(p.topic)}/${p.partition}/leader" data-body='{"broker": ${r}}'>${r}</button>`).join(" ")}</td></tr>`));
-  return brokers + parts;
+    <td class="${b.state === "active" ? "ok" : "bad"} state">${b.state === "fenced" ? "down (fenced)" : esc(b.state)}</td>
+    <td class="${b.isolated === "none" ? "" : "bad"}">${esc(b.isolated)}</td><td>${brokerButtons(b)}</td></tr>`));
+  const head = ["partition", "leader", "epoch", "replicas", "ISR", "offline", "HW", "replicas: log end vs HW", "move leader to"];
+  // Kafka's internal topics (the coordinators' __consumer_offsets has 50 partitions) folded away
+  const internal = c.partitions.filter((p) => p.topic.startsWith("__"));
+  const user = c.partitions.filter((p) => !p.topic.startsWith("__"));
+  const parts = user.length ? table(head, clusterPartitionRows(user)) : `<p class="empty">no partitions yet</p>`;
+  const folded = internal.length ? `<details><summary>${internal.length} partitions of internal topics</summary>${table(head, clusterPartitionRows(internal))}</details>` : "";
+  return brokers + parts + folded;
 }
