@@ -23,6 +23,7 @@ from minikafka.spark_export.files import LocalFiles
 from minikafka.spark_export.layout import list_partitions
 from minikafka.storage.checkpoints import read_offset_checkpoint
 from minikafka.testkit import MiniKafkaCluster
+from tests.doc_examples import example
 from tests.spark.spark_helpers import project, spark, spark_rows  # noqa: F401
 from tests.spark.test_spark_broker import consume_all, kafka_python_produce, make_records
 
@@ -50,10 +51,14 @@ def export_args(*argv: str) -> argparse.Namespace:
 def test_a_stopped_clusters_records_are_read_once_from_one_replica(spark, tmp_path):  # noqa: F811
     data_dir = tmp_path / "cluster"
     with MiniKafkaCluster(brokers=3, data_dir=data_dir, config={"log.segment.bytes": "65536"}) as kafka:
-        kafka.create_topic("events", partitions=3, replication_factor=3)
-        kafka_python_produce(kafka.bootstrap, "events", "lz4", make_records("cluster", 600, False), partitions=3)
-        consumed = consume_all(kafka.bootstrap, ["events"])
+        kafka.create_topic("orders", partitions=3, replication_factor=3)
+        kafka_python_produce(kafka.bootstrap, "orders", "lz4", make_records("cluster", 600, False), partitions=3)
+        consumed = consume_all(kafka.bootstrap, ["orders"])
     assert len(consumed) == 600
+    scope: dict[str, Any] = {}
+    exec(example("broker-cluster", {"/var/lib/minikafka-cluster": str(data_dir)}), scope)  # docs/spark.md's
+    assert sorted((r.partition, r["count"]) for r in scope["df"].groupBy("partition").count().collect()) == [
+        (p, sum(1 for r in consumed if r["partition"] == p)) for p in range(3)]
     got = read(spark, data_dir)
     assert project(got, COLS) == project(consumed, COLS)
     assert len({(r["partition"], r["offset"]) for r in got}) == 600
