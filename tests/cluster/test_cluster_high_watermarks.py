@@ -10,8 +10,6 @@ one, not its log end. Healed, the cluster commits everything and every replica l
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +17,7 @@ from confluent_kafka import Producer
 
 from minikafka.storage.checkpoints import read_offset_checkpoint
 from minikafka.testkit import MiniKafkaCluster
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+from tests.cluster.test_cluster_failover import wait_for
 
 
 def produce(bootstrap: str, topic: str, acks: str, values: list[bytes]) -> None:
@@ -37,9 +28,9 @@ def produce(bootstrap: str, topic: str, acks: str, values: list[bytes]) -> None:
     assert producer.flush(30) == 0 and not errors, errors
 
 
-def offsets(kafka: MiniKafkaCluster, node: int, topic: str) -> tuple[int, int] | None:
+def offsets(kafka: MiniKafkaCluster, node: int, topic: str, partition: int = 0) -> tuple[int, int] | None:
     """(high watermark, log end) of broker ``node``'s replica, while it runs."""
-    plog = kafka.control.local_log(node, topic, 0)
+    plog = kafka.control.local_log(node, topic, partition)
     return None if plog is None else (plog.high_watermark, plog.log_end_offset)
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,8 @@ from minikafka.spark_export.files import LocalFiles
 from minikafka.spark_export.layout import list_partitions
 from minikafka.storage.checkpoints import read_offset_checkpoint
 from minikafka.testkit import MiniKafkaCluster
+from tests.cluster.test_cluster_failover import wait_for
+from tests.cluster.test_cluster_high_watermarks import offsets as replica_offsets
 from tests.doc_examples import example
 from tests.spark.spark_helpers import project, spark, spark_rows  # noqa: F401
 from tests.spark.test_spark_broker import consume_all, kafka_python_produce, make_records
@@ -32,14 +32,6 @@ COLS = ["topic", "partition", "offset", "key", "value", "timestamp_ms", "timesta
 
 def read(spark, data_dir: Path) -> list[dict[str, Any]]:  # noqa: F811
     return spark_rows(spark.read.format("minikafka").option("includeHeaders", "true").load(str(data_dir)))
-
-
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def export_args(*argv: str) -> argparse.Namespace:
@@ -72,12 +64,6 @@ def test_a_stopped_clusters_records_are_read_once_from_one_replica(spark, tmp_pa
                                   "--no-progress")) == 0
     lines = [json.loads(line) for p in sorted(out.glob("part-*")) for line in p.read_text().splitlines()]
     assert sorted((d["partition"], d["offset"]) for d in lines) == [(r["partition"], r["offset"]) for r in consumed]
-
-
-def replica_offsets(kafka: MiniKafkaCluster, node: int, topic: str, partition: int) -> tuple[int, int] | None:
-    """(high watermark, log end) of broker ``node``'s replica while it runs."""
-    plog = kafka.control.local_log(node, topic, partition)
-    return None if plog is None else (plog.high_watermark, plog.log_end_offset)
 
 
 def checkpointed(data_dir: Path, node: int) -> dict[tuple[str, int], int]:
