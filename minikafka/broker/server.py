@@ -45,6 +45,7 @@ from minikafka.storage.producer_ids import ProducerIdAllocator
 
 if TYPE_CHECKING:
     from minikafka.broker.cluster.cluster import ClusterLink
+    from minikafka.broker.cluster.high_watermark_checkpoints import HighWatermarkCheckpoints
     from minikafka.broker.cluster.markers import PeerMarkers
     from minikafka.broker.cluster.replica_manager import ReplicaManager
     from minikafka.broker.sasl import UserStore
@@ -62,6 +63,7 @@ class Broker:
         #: set for a broker of a cluster (minikafka.broker.cluster): its controller and peers
         self.cluster = cluster
         self.replicas: ReplicaManager | None = None  # a cluster broker's replicas: created in start()
+        self.high_watermarks: HighWatermarkCheckpoints | None = None  # their replication-offset-checkpoint
         self.node_id = self.config.node_id
         self.metrics = Metrics()
         self.kafka_release = release(str(self.config.get("minikafka.kafka.version")))  # checked by the config
@@ -160,6 +162,7 @@ class Broker:
         self.logs.load()
         if self.cluster is not None:
             self.replicas = self._replica_manager(self.cluster, self.logs)
+            self.high_watermarks = self._high_watermarks(self.cluster, self.logs)
         # a cluster's brokers share one allocator: two producers never get the same id
         self.producer_ids = ProducerIdAllocator(self.data_dir) if self.cluster is None else self.cluster.producer_ids
         # --- consumer groups: coordinator and committed offsets (loads __consumer_offsets) ---
@@ -213,6 +216,9 @@ class Broker:
                                       io_bytes_per_second=self.config.get("log.cleaner.io.max.bytes.per.second"),
                                       dedupe_buffer_bytes=self.config.get("log.cleaner.dedupe.buffer.size"))
             self._background.append(asyncio.create_task(self._clean_logs_periodically()))
+        if self.high_watermarks is not None:
+            self._background.append(asyncio.create_task(
+                self._every("replica.high.watermark.checkpoint.interval.ms", self.high_watermarks.write)))
         self.started = True
         log.info(
             "minikafka %s node %d listening on %s:%d (advertised %s), data dir %s, cluster id %s",
@@ -254,6 +260,14 @@ class Broker:
                 self.transactions.on_resignation(partition)
             else:
                 self.transactions.on_election(partition, epoch)
+
+    def _high_watermarks(self, cluster: ClusterLink, logs: LogManager) -> HighWatermarkCheckpoints:
+        """The replicas' high watermarks as checkpointed, restored before they are taken up."""
+        from minikafka.broker.cluster.high_watermark_checkpoints import HighWatermarkCheckpoints
+
+        checkpoints = HighWatermarkCheckpoints(logs, cluster.controller)
+        checkpoints.restore()
+        return checkpoints
 
     def _wire_log(self, partition_log: PartitionLog) -> None:
         """Every partition log the LogManager opens wakes waiting fetches on append and counts the
@@ -299,6 +313,8 @@ class Broker:
                 await asyncio.sleep(0.005)
         if self.replicas is not None:  # acks=all writes still waiting end now, fetchers stop
             await self.replicas.stop()
+        if clean and self.high_watermarks is not None:  # after the fetchers stopped: the last word
+            self.high_watermarks.write_at_stop()
         for conn in list(self._connections):
             conn.close()
         self.fetch_waiters.notify_all()

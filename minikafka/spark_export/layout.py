@@ -5,11 +5,13 @@ directory ``<topic>-<partition>`` per partition, holding ``<20-digit base offset
 with their ``.index`` and ``.timeindex``. Everything else (snapshots, checkpoints, ``-delete`` and
 ``-future`` directories, ``meta.properties``, ``minikafka-topics.json``) is ignored. File sizes are
 taken once, when the directory is listed, so a read of a live directory sees one consistent cut.
+A cluster's data dir (``minikafka serve --brokers N``) holds one such log dir per broker; each
+partition is then read from one of its replicas (:mod:`.cluster_layout`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from minikafka.spark_export.errors import ExportOptionError
 from minikafka.spark_export.files import Entry, Files
@@ -23,6 +25,8 @@ from minikafka.storage.disk_format import (
 
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 META_PROPERTIES = "meta.properties"
+#: The controller's records at the root of a cluster's data dir (minikafka.broker.cluster.metadata_file).
+CLUSTER_METADATA = "cluster-metadata.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,11 @@ class PartitionDir:
     #: Log start offset from ``log-start-offset-checkpoint`` when the broker recorded one there
     #: (Kafka lists only partitions whose start is above their first segment's base offset).
     checkpoint_start: int | None = None
+    #: In a cluster's data dir: the chosen replica's high watermark (from its broker's
+    #: ``replication-offset-checkpoint``); records at or above it are not committed and not read.
+    high_watermark: int | None = None
+    #: In a cluster's data dir: the node id of the broker whose replica this is.
+    replica: int | None = None
 
     @property
     def is_internal(self) -> bool:
@@ -96,26 +105,35 @@ def check_data_dir(files: Files, entries: list[Entry] | None) -> list[Entry]:
             raise ExportOptionError(f"{where} is a file; load the broker's data directory (log.dirs)")
         raise ExportOptionError(f"minikafka data directory not found: {where}")
     names = {e.name for e in entries}
-    if META_PROPERTIES not in names:
+    if META_PROPERTIES not in names and CLUSTER_METADATA not in names:
         if any(_SEGMENT_LOG.match(n) for n in names):
             raise ExportOptionError(f"{where} looks like one partition's directory; load its parent, the "
                                     "broker's data directory")
         raise ExportOptionError(f"{where} is not a minikafka or Kafka data directory (it has no "
-                                f"{META_PROPERTIES}); load the broker's data directory (log.dirs)")
+                                f"{META_PROPERTIES}); load the broker's data directory (log.dirs), or a "
+                                f"cluster's --data-dir (with {CLUSTER_METADATA})")
     return entries
 
 
 def list_partitions(files: Files) -> list[PartitionDir]:
-    """Every partition directory of the data dir with its segments, sorted by topic, partition."""
+    """Every partition of the data dir with its segments, sorted by topic, partition: a broker's
+    partition directories, or for a cluster's data dir one replica of each partition."""
     entries = check_data_dir(files, files.list_dir(files.root))
-    starts = read_offset_checkpoint(files, files.join(files.root, LOG_START_CHECKPOINT))
+    if not any(e.name == META_PROPERTIES for e in entries):
+        from minikafka.spark_export.cluster_layout import cluster_partitions
+
+        return cluster_partitions(files)
+    out = [replace(p, segments=list_segments(files, p.path)) for p in partition_dirs(files, files.root, entries)]
+    out.sort(key=lambda p: (p.topic, p.partition))
+    return out
+
+
+def partition_dirs(files: Files, log_dir: str, entries: list[Entry]) -> list[PartitionDir]:
+    """The partition directories among ``entries`` of one broker's log dir, segments not listed yet."""
+    starts = read_offset_checkpoint(files, files.join(log_dir, LOG_START_CHECKPOINT))
     out: list[PartitionDir] = []
     for entry in entries:
         parsed = parse_partition_dir_name(entry.name)
-        if parsed is None or not entry.is_dir:
-            continue
-        path = files.join(files.root, entry.name)
-        topic, partition = parsed
-        out.append(PartitionDir(topic, partition, path, list_segments(files, path), starts.get(parsed)))
-    out.sort(key=lambda p: (p.topic, p.partition))
+        if parsed is not None and entry.is_dir:
+            out.append(PartitionDir(parsed[0], parsed[1], files.join(log_dir, entry.name), [], starts.get(parsed)))
     return out

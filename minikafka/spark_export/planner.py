@@ -73,11 +73,14 @@ def select_partitions(partitions: list[PartitionDir], opts: ReadOptions) -> list
 
 
 def partition_bounds(files: Files, pdir: PartitionDir) -> tuple[int, int]:
-    """(log start offset, log end offset) of a partition."""
+    """(log start offset, log end offset) of a partition; for a cluster's replica the end is its
+    high watermark when that is lower."""
     if not pdir.segments:
         start = pdir.checkpoint_start or 0
         return start, start
     end = log_end_offset(files, pdir)
+    if pdir.high_watermark is not None:  # a cluster's replica: what lies above was never committed
+        end = min(end, pdir.high_watermark)
     start = pdir.segments[0].base_offset
     if pdir.checkpoint_start is not None:
         start = max(start, pdir.checkpoint_start)

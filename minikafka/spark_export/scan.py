@@ -29,7 +29,7 @@ from typing import Any
 from minikafka.spark_export.errors import DataDirUnreachable, DataLossError
 from minikafka.spark_export.files import Files, RangeFile
 from minikafka.spark_export.indexes import OffsetIndex
-from minikafka.spark_export.layout import META_PROPERTIES
+from minikafka.spark_export.layout import CLUSTER_METADATA, META_PROPERTIES
 from minikafka.spark_export.records import PADDING
 from minikafka.storage.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, compute_crc
 
@@ -121,7 +121,7 @@ class BatchReader:
         directory this process cannot see at all (a path that exists only on the driver) is an
         error whatever ``failOnDataLoss`` says, since skipping would return nothing silently."""
         root = self.files.root
-        if self.files.read_bytes(self.files.join(root, META_PROPERTIES)) is None:
+        if all(self.files.read_bytes(self.files.join(root, name)) is None for name in (META_PROPERTIES, CLUSTER_METADATA)):
             raise DataDirUnreachable(
                 f"{self.files.describe(root)} is not readable on host {socket.gethostname()} (pid {os.getpid()}), "
                 f"where the task reading {self.slice.name} runs: every Spark executor must see the data "

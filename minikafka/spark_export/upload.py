@@ -23,7 +23,7 @@ def data_dir_command(subparsers: Any, name: str, summary: str, description: str)
     """Add a sub-command that reads a broker's data directory (``--data-dir``, shared by
     ``export`` and ``upload``) to an argparse ``subparsers`` object."""
     p = subparsers.add_parser(name, help=summary, description=description)
-    p.add_argument("--data-dir", required=True, help="the broker's data directory (log.dirs)")
+    p.add_argument("--data-dir", required=True, help="the broker's data directory (log.dirs), or a cluster's --data-dir")
     return p
 
 

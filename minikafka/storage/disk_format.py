@@ -60,6 +60,8 @@ SEGMENT_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]{1,249})-(?P<partition>\d+)$")
 SEGMENT_LOG_NAME = re.compile(r"^(\d{20})\.log$")
 SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
+#: A cluster broker's high watermarks, one line per replica it hosts (Kafka's name, Kafka's format).
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
 
 def offset_file_name(offset: int, suffix: str) -> str:

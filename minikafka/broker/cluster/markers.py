@@ -50,7 +50,7 @@ class PeerMarkers:
             part = controller.partition(*tp)
             if part is None:  # deleted: Kafka drops the partition from the pending markers too
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif part.leader == NO_LEADER or self._link.address_of(part.leader) is None:
+            elif part.leader == NO_LEADER or self._link.peer_address_of(part.leader) is None:
                 errors[tp] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 by_leader[part.leader].append(tp)
@@ -89,7 +89,7 @@ class PeerMarkers:
 
     def _client(self, node: int) -> PeerClient | None:
         """The connection to broker ``node``, made anew when it moved (a restart on another port)."""
-        address = self._link.address_of(node)
+        address = self._link.peer_address_of(node)
         if address is None:
             return None
         client = self._clients.get(node)
