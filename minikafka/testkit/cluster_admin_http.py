@@ -121,7 +121,7 @@ class ClusterAdminServer(FaultRoutes, HttpEndpoint):
                 ms = body_field(body, "ms", int, None)
                 if ms is None:
                     raise HttpError(400, 'give the delay as {"ms": <milliseconds>}')
-                control.slow(node_id, ms)
+                await control.slow(node_id, ms)
             else:
                 control.heal(node_id)
         return await self._cluster(None)

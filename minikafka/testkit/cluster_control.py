@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: how often a start retries its bind while the port the broker just released is still taken
 _BIND_ATTEMPTS = 50
+#: how long past a long poll slow() waits for the slowed follower's next fetch to arrive at a leader
+_HELD_GRACE_S = 5.0
 
 
 class ClusterControl:
@@ -156,9 +158,10 @@ class ClusterControl:
         self.isolation.isolate(self.node(node_id), mode)
         log.info("cluster: broker %d isolated from %s", node_id, mode)
 
-    def slow(self, node_id: int, ms: int) -> FaultRule:
+    async def slow(self, node_id: int, ms: int) -> FaultRule:
         """Answer each of broker ``node_id``'s follower fetches ``ms`` late, until :meth:`heal`
-        (the rule ``slow-<node>``, see the module docstring); slowing it again changes ``ms``."""
+        (the rule ``slow-<node>``, see the module docstring); slowing it again changes ``ms``.
+        Returns once a fetch of it is held at each leader it copies from (see :meth:`_until_held`)."""
         self.node(node_id)
         if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
             raise ValueError(f"slow broker {node_id} by how much: expected a number of milliseconds > 0, got {ms!r}")
@@ -166,7 +169,24 @@ class ClusterControl:
         rule = self.faults.add({"id": _slow_rule(node_id), "action": "delay", "api": "Fetch", "from_broker": node_id,
                                 "trigger": "always", "delay_ms": ms})
         log.info("cluster: broker %d's follower fetches answered %d ms late", node_id, ms)
+        await self._until_held(node_id, rule)
         return rule
+
+    async def _until_held(self, node_id: int, rule: FaultRule) -> None:
+        """Wait until ``rule`` holds a fetch of ``node_id`` at each leader it copies from. A fetch
+        already waiting at a leader when the rule came (a long poll) is answered at full speed, and
+        would carry a record written next; after this, none does. Bounded: a follower that is
+        down, cut off or fenced fetches nothing, and slowing it needs no wait."""
+        if not self.up(node_id) or self.isolation.from_brokers(node_id):
+            return
+        leaders = {part.leader for part in self.cluster.controller.partitions.values()
+                   if node_id in part.replicas and part.leader not in (node_id, NO_LEADER) and self.up(part.leader)
+                   and not self.isolation.from_brokers(part.leader)}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + int(self.cluster.config.get("replica.fetch.wait.max.ms")) / 1000 + _HELD_GRACE_S
+        while self.faults.in_force(rule) and loop.time() < deadline and \
+                any(rule.by_broker.get(leader, {}).get("fired", 0) == 0 for leader in leaders):
+            await asyncio.sleep(0.01)
 
     def slowed_ms(self, node_id: int) -> int | None:
         """How late broker ``node_id``'s follower fetches are answered, None when it is not slowed."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +95,9 @@ class MiniKafkaCluster(OnAThread):
     def slow(self, node_id: int, ms: int) -> FaultRule:
         """Answer each of broker ``node_id``'s follower fetches ``ms`` late until :meth:`heal`:
         once its leaders have records it lacks, it falls out of their ISRs after
-        ``replica.lag.time.max.ms`` (when ``ms`` is longer). Returns the rule that does it
-        (``slow-<node>``, in :attr:`faults`)."""
+        ``replica.lag.time.max.ms`` (when ``ms`` is longer). Returns once a fetch of it is held at
+        each of its leaders (a record written from then on reaches it ``ms`` late), with the rule
+        that does it (``slow-<node>``, in :attr:`faults`)."""
         rule: FaultRule = self._thread.call(self.control.slow, node_id, ms)
         return rule
 
@@ -127,10 +128,19 @@ class MiniKafkaCluster(OnAThread):
 
     def wait_until_in_sync(self, topic: str, partition: int = 0, timeout: float = 30.0) -> None:
         """Wait (at most ``timeout`` seconds) until every replica of the partition is in its ISR."""
+        self._wait_for_isr(topic, partition, timeout, lambda isr, replicas: sorted(isr) == sorted(replicas))
+
+    def wait_for_isr(self, topic: str, isr: list[int], partition: int = 0, timeout: float = 30.0) -> None:
+        """Wait (at most ``timeout`` seconds) until the partition's ISR is ``isr`` (in any order):
+        a slowed or cut-off follower has left it, say, once ``replica.lag.time.max.ms`` passed."""
+        self._wait_for_isr(topic, partition, timeout, lambda now, _replicas: sorted(now) == sorted(isr))
+
+    def _wait_for_isr(self, topic: str, partition: int, timeout: float,
+                      reached: Callable[[list[int], list[int]], bool]) -> None:
         deadline = time.monotonic() + timeout
         while True:
             state = self.partition(topic, partition)
-            if sorted(state["isr"]) == sorted(state["replicas"]):
+            if reached(state["isr"], state["replicas"]):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{topic}-{partition}: ISR {state['isr']} of replicas {state['replicas']} "
