@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from minikafka.errors import ErrorCode
 from minikafka.testkit import FaultRuleError, MiniKafkaCluster
@@ -57,8 +58,6 @@ def test_a_rule_on_broker_2_fires_only_on_broker_2() -> None:
 
 
 def _metadata_request() -> Any:
-    from kafka.protocol.metadata import MetadataRequest
-
     return MetadataRequest[1](topics=[])
 
 
@@ -129,3 +128,24 @@ def test_bad_rules_and_slow_arguments_are_refused(tmp_path: Path) -> None:
             kafka.slow(5, 100)
         with pytest.raises(FaultRuleError, match="no such broker"):
             kafka.faults.delay(10, from_broker=[2, 7])
+
+
+def test_a_crash_rule_crashes_the_broker_it_names_and_starts_it_again() -> None:
+    with MiniKafkaCluster(brokers=3, faults=[{"id": "down", "action": "crash", "api": "ApiVersions", "broker": 3,
+                                              "restart_after_ms": 200}]) as kafka:
+        for node in (1, 2):
+            with RawClient(kafka.address(node)) as client:
+                assert client.request(_api_versions_request()).error_code == 0
+        with RawClient(kafka.address(3)) as client:
+            client.send(_api_versions_request())
+            assert client.is_closed_by_peer()
+        wait_for(lambda: kafka.control.crashes == 1 and kafka.control.restarts == 1, "broker 3 crashed and started")
+        wait_for(lambda: kafka.describe()["brokers"][2]["state"] == "active", "broker 3 active again")
+        (down,) = kafka.faults.rules
+        assert (down.fired, down.by_broker) == (1, {3: {"matched": 1, "fired": 1}})
+        with RawClient(kafka.address(3)) as client:  # spent: it fired once
+            assert client.request(_api_versions_request()).error_code == 0
+
+
+def _api_versions_request() -> Any:
+    return ApiVersionsRequest[0]()
