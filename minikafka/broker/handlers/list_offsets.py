@@ -22,6 +22,8 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 READ_COMMITTED = 1
+#: Kafka's ``ListOffsetsRequest.DEBUGGING_REPLICA_ID``: a tool that may read any replica, not only the leader
+DEBUGGING_REPLICA_ID = -2
 
 
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -32,14 +34,16 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     Partition = Topic.ListOffsetsPartitionResponse
     committed = version >= 2 and request.isolation_level == READ_COMMITTED
     replicas = ctx.services.replicas
+    only_leader = request.replica_id != DEBUGGING_REPLICA_ID
 
     def answer(topic: str, part: Any) -> Any:
         partition_log = logs.get_log(topic, part.partition_index)
         error, offset, timestamp = ErrorCode.NONE, -1, -1
         old_style: list[int] = []
         if replicas is not None:  # a cluster: the leader answers, at the request's epoch (v4+)
-            error = replicas.leader_error(topic, part.partition_index,
-                                          part.current_leader_epoch if version >= 4 else -1)
+            epoch = part.current_leader_epoch if version >= 4 else -1
+            error = (replicas.leader_error(topic, part.partition_index, epoch) if only_leader
+                     else replicas.epoch_error(topic, part.partition_index, epoch))
         if error != ErrorCode.NONE:
             pass
         elif partition_log is None:
