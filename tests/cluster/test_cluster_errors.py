@@ -10,23 +10,28 @@ https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/Kafk
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from minikafka.broker.embedded import ClusterThread
 from minikafka.errors import ErrorCode
 from minikafka.testkit import MiniKafkaCluster
+from minikafka.testkit.cluster_control import ClusterControl
 from tests.cluster.cluster_wire import (
     Placement,
     delete_records,
     epoch_end,
     fetch,
     list_offsets,
+    metadata,
     placement,
     produce,
 )
 from tests.cluster.test_cluster_failover import wait_for
-from tests.kafka_wire import RawClient, build_batch, produce_request
+from tests.kafka_wire import RawClient, build_batch, partition_response, produce_request
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 FENCED = ErrorCode.FENCED_LEADER_EPOCH
@@ -256,3 +261,150 @@ def test_delete_records_on_a_broker_that_does_not_lead_is_not_leader_and_deletes
     assert (part.error_code, part.low_watermark) == (NOT_LEADER, -1)
     assert fetch(kafka, where.leader, where.topic, 11).responses[0].partitions[0].log_start_offset == 0
     assert delete_records(kafka, where.outsider, "nowhere", version, offset=0).error_code == UNKNOWN
+
+
+# ----------------------------------------------------------------------------- a partition without a leader
+
+
+@pytest.fixture(scope="module")
+def offline() -> Iterator[tuple[MiniKafkaCluster, Placement]]:
+    """A partition both of whose replicas are down: no leader, its epoch raised by the last fence."""
+    with MiniKafkaCluster(brokers=3, config={"auto.leader.rebalance.enable": False}) as cluster:
+        topic = cluster.create_topic("stranded", partitions=1, replication_factor=2)
+        before = placement(cluster, topic)
+        cluster.crash(before.follower)
+        cluster.crash(before.leader)
+        state = cluster.partition(topic)
+        assert state["leader"] == -1 and state["leader_epoch"] > before.epoch
+        yield cluster, Placement(topic, -1, before.follower, before.outsider, int(state["leader_epoch"]))
+
+
+@pytest.mark.parametrize("version", range(14))
+def test_metadata_of_a_partition_without_a_leader_is_leader_not_available(
+        offline: tuple[MiniKafkaCluster, Placement], version: int) -> None:
+    kafka, where = offline
+    part = metadata(kafka, where.outsider, where.topic, version).partitions[0]
+    assert (part.error_code, part.leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
+    if version >= 7:
+        assert part.leader_epoch == where.epoch
+
+
+@pytest.mark.parametrize("version", range(13))
+def test_produce_for_a_partition_without_a_leader_is_not_leader_with_an_epoch_but_no_endpoint(
+        offline: tuple[MiniKafkaCluster, Placement], version: int) -> None:
+    """Kafka answers LEADER_NOT_AVAILABLE only in Metadata: a Produce reaching a broker that does
+    not lead the partition is NOT_LEADER_OR_FOLLOWER, and from v10 its hint names no leader, the
+    epoch it knows, and no endpoint."""
+    kafka, where = offline
+    answer = produce(kafka, where.outsider, where.topic, version)
+    part = answer.responses[0].partition_responses[0]
+    assert part.error_code == NOT_LEADER
+    if version >= 10:
+        assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (-1, where.epoch)
+        assert not answer.node_endpoints
+
+
+# ----------------------------------------------------------------------------- acks=all and min.insync.replicas
+
+
+@pytest.fixture(scope="module")
+def short() -> Iterator[tuple[MiniKafkaCluster, Placement]]:
+    """min.insync.replicas 2 with the only follower down: the ISR is the leader alone."""
+    with MiniKafkaCluster(brokers=3, config={"auto.leader.rebalance.enable": False}) as cluster:
+        topic = cluster.create_topic("strict", partitions=1, replication_factor=2,
+                                     config={"min.insync.replicas": "2"})
+        where = placement(cluster, topic)
+        cluster.crash(where.follower)
+        assert cluster.isr(topic) == [where.leader]
+        yield cluster, where
+
+
+@pytest.mark.parametrize("version", range(13))
+def test_acks_all_below_min_insync_replicas_is_not_enough_replicas_and_writes_nothing(
+        short: tuple[MiniKafkaCluster, Placement], version: int) -> None:
+    kafka, where = short
+
+    def log_end() -> int:
+        offsets = kafka.partition(where.topic)["replica_offsets"]
+        return int(next(r["log_end_offset"] for r in offsets if r["broker"] == where.leader))
+
+    before = log_end()
+    part = produce(kafka, where.leader, where.topic, version).responses[0].partition_responses[0]
+    assert (part.error_code, part.base_offset) == (ErrorCode.NOT_ENOUGH_REPLICAS, -1)
+    if version >= 10:
+        assert part.current_leader is None
+    assert log_end() == before
+    # acks=1 is appended (and stays invisible: the high watermark does not move below the minimum)
+    assert produce(kafka, where.leader, where.topic, version, acks=1).responses[0].partition_responses[0].error_code == 0
+    assert log_end() == before + 1
+    assert list_offsets(kafka, where.leader, where.topic, 1).offset == 0
+
+
+def _three_replicas(data_dir: Path, config: dict[str, str]) -> tuple[ClusterThread, ClusterControl, Placement, int]:
+    """A started 3-broker cluster (with its test-kit controls) and a partition on all three:
+    leader, one follower, and the other follower (returned last)."""
+    thread = ClusterThread(brokers=3, data_dir=str(data_dir),
+                           config={"auto.leader.rebalance.enable": False, "replica.lag.time.max.ms": 60000})
+    control = ClusterControl(thread.cluster)
+    thread.start()
+    thread.call(control.create_topic, "acks", 1, 3, config)
+    state = thread.call(control.partition, "acks", 0)
+    leader = state["leader"]
+    first, second = [n for n in state["replicas"] if n != leader]
+    return thread, control, Placement("acks", leader, first, -1, state["leader_epoch"]), second
+
+
+@pytest.mark.parametrize("version", [3, 9, 12])
+def test_an_isr_that_shrinks_below_the_minimum_as_the_write_commits_is_not_enough_replicas_after_append(
+        tmp_path: Path, version: int) -> None:
+    """Follower B does not fetch, so an acks=all write waits for it; then the controller fences B and
+    A in one step (their sessions ending together): B's leaving lets the high watermark pass the
+    write, A's leaves the ISR below min.insync.replicas before the answer is made. Kafka decides
+    the answer when it checks the waiting write (``Partition.checkEnoughReplicasReachOffset``): the
+    write is in the log, and the answer is NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+    thread, control, where, other = _three_replicas(tmp_path, {"min.insync.replicas": "2"})
+    try:
+        thread.call(control.isolate, other, "brokers")
+        with RawClient(thread.address(where.leader)) as client:
+            request = produce_request("acks", 0, build_batch(), acks=-1, version=version)
+            client.send(request)
+
+            async def fence_together() -> None:
+                tracking = thread.cluster.brokers[where.leader].replicas.leading[("acks", 0)]
+                for _ in range(1000):  # until the leader knows the follower A has the write
+                    if tracking.followers[where.follower].log_end_offset >= 1:
+                        break
+                    await asyncio.sleep(0.01)
+                assert tracking.high_watermark == 0
+                thread.cluster.controller.fence(other)
+                thread.cluster.controller.fence(where.follower)
+
+            thread.call(fence_together)
+            part = partition_response(client.recv(request))
+        assert (part.error_code, part.base_offset) == (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, 0)
+    finally:
+        thread.stop()
+
+
+@pytest.mark.parametrize("version", [9, 10, 12])
+def test_acks_all_waiting_when_leadership_moves_is_not_leader_with_the_new_leader_from_v10(
+        tmp_path: Path, version: int) -> None:
+    thread, control, where, other = _three_replicas(tmp_path, {})
+    try:
+        thread.call(control.isolate, other, "brokers")  # it stays in the ISR: the write waits for it
+        with RawClient(thread.address(where.leader)) as client:
+            request = produce_request("acks", 0, build_batch(), acks=-1, version=version)
+            client.send(request)
+            wait_for(lambda: thread.call(control.local_log, where.leader, "acks", 0).log_end_offset == 1,
+                     "the write in the leader's log")
+            moved = thread.call(control.move_leader, "acks", 0, where.follower)
+            answer = client.recv(request)
+        part = partition_response(answer)
+        assert part.error_code == NOT_LEADER
+        if version >= 10:
+            leader = (part.current_leader.leader_id, part.current_leader.leader_epoch)
+            assert leader == (where.follower, moved["leader_epoch"]) == (where.follower, where.epoch + 1)
+            host, port = thread.address(where.follower).rsplit(":", 1)
+            assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [(where.follower, host, int(port))]
+    finally:
+        thread.stop()
