@@ -11,10 +11,13 @@ https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/Kafk
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from minikafka.broker.embedded import ClusterThread
 from minikafka.errors import ErrorCode
@@ -32,6 +35,7 @@ from tests.cluster.cluster_wire import (
 )
 from tests.cluster.test_cluster_failover import wait_for
 from tests.kafka_wire import RawClient, build_batch, partition_response, produce_request
+from tests.storage_helpers import kafka_batches
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 FENCED = ErrorCode.FENCED_LEADER_EPOCH
@@ -408,3 +412,50 @@ def test_acks_all_waiting_when_leadership_moves_is_not_leader_with_the_new_leade
             assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [(where.follower, host, int(port))]
     finally:
         thread.stop()
+
+
+# ----------------------------------------------------------------------------- a client that uses the hints
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_confluent_kafka_follows_the_leader_hints_of_produce_answers_exactly_once(
+        kafka: MiniKafkaCluster) -> None:
+    """librdkafka sends Produce v10+ and applies a NOT_LEADER_OR_FOLLOWER answer's hint at once
+    (its debug log says "updated with leader N and epoch E"); every record is delivered once, in order."""
+    topic = kafka.create_topic("followed", partitions=1, replication_factor=3)
+    lines = _Lines()
+    logger = logging.getLogger(f"{__name__}.librdkafka")
+    logger.addHandler(lines)
+    logger.setLevel(logging.DEBUG)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True, "acks": "all",
+                         "debug": "metadata", "logger": logger})
+    sent: list[bytes] = []
+    failed: list[Any] = []
+
+    def send(value: bytes) -> None:
+        producer.produce(topic, value=value, on_delivery=lambda err, msg: failed.append(err) if err else None)
+        sent.append(value)
+        assert producer.flush(30) == 0
+
+    try:
+        send(b"first")
+        for round_ in range(4):
+            kafka.wait_until_in_sync(topic)
+            state = kafka.partition(topic)
+            new = next(n for n in state["replicas"] if n != state["leader"])
+            kafka.move_leader(topic, 0, new)
+            send(f"after move {round_}".encode())  # sent to the old leader, which hints at the new one
+            assert f"updated with leader {new} and epoch {state['leader_epoch'] + 1}" in "\n".join(lines.lines)
+    finally:
+        logger.removeHandler(lines)
+    assert failed == []
+    part = fetch(kafka, kafka.leader(topic), topic, 11).responses[0].partitions[0]
+    assert [r.value for b in kafka_batches(part.records or b"") for r in b] == sent
