@@ -62,11 +62,12 @@ def fetch(kafka: MiniKafkaCluster, node: int, topic: str, version: int, epoch: i
 
 
 def list_offsets(kafka: MiniKafkaCluster, node: int, topic: str, version: int, epoch: int = NO_EPOCH,
-                 replica_id: int = -1, partition: int = 0) -> Any:
-    """ListOffsets LATEST of ``version`` with ``current_leader_epoch`` (v4+): the partition's answer."""
+                 replica_id: int = -1, partition: int = 0, timestamp: int = LATEST) -> Any:
+    """ListOffsets of ``version`` (LATEST unless ``timestamp`` says otherwise) with
+    ``current_leader_epoch`` (v4+): the partition's answer."""
     R = ListOffsetsRequest[version]
     part = R.ListOffsetsTopic.ListOffsetsPartition(partition_index=partition, current_leader_epoch=epoch,
-                                                   timestamp=LATEST, max_num_offsets=1)
+                                                   timestamp=timestamp, max_num_offsets=1)
     answer = ask(kafka, node, R(replica_id=replica_id, isolation_level=0, timeout_ms=1000,
                                 topics=[R.ListOffsetsTopic(name=topic, partitions=[part])]))
     return answer.topics[0].partitions[0]

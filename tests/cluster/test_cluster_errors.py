@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from kafka.protocol.consumer import ListOffsetsRequest
 
 from minikafka.broker.embedded import ClusterThread
 from minikafka.errors import ErrorCode
@@ -42,6 +43,7 @@ FENCED = ErrorCode.FENCED_LEADER_EPOCH
 UNKNOWN_EPOCH = ErrorCode.UNKNOWN_LEADER_EPOCH
 UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 WRONG_BROKERS = ["follower", "outsider"]
+EARLIEST, MAX_TIMESTAMP = -2, -3  # ListOffsets timestamps
 
 
 @pytest.fixture(scope="module")
@@ -459,3 +461,55 @@ def test_confluent_kafka_follows_the_leader_hints_of_produce_answers_exactly_onc
     assert failed == []
     part = fetch(kafka, kafka.leader(topic), topic, 11).responses[0].partitions[0]
     assert [r.value for b in kafka_batches(part.records or b"") for r in b] == sent
+
+
+@pytest.mark.parametrize("version", range(4, 9))
+def test_list_offsets_names_the_epoch_of_the_offset_it_answers(
+        kafka: MiniKafkaCluster, where: Placement, version: int) -> None:
+    """The partition's first record was written at epoch 0, its second at epoch 1."""
+    def found(timestamp: int) -> tuple[int, int, int]:
+        part = list_offsets(kafka, where.leader, where.topic, version, timestamp=timestamp)
+        return int(part.error_code), int(part.offset), int(part.leader_epoch)
+
+    assert found(EARLIEST) == (0, 0, 0)
+    assert found(-1) == (0, 2, where.epoch)
+    assert found(0) == (0, 0, 0)  # the first record at or after timestamp 0
+    if version >= 7:
+        assert found(MAX_TIMESTAMP) == (0, 1, where.epoch)
+
+
+@pytest.mark.parametrize("version", range(1, 9))
+def test_list_offsets_from_a_new_leader_before_its_high_watermark_reaches_its_epoch_is_offset_not_available(
+        tmp_path: Path, version: int) -> None:
+    """The new leader's epoch starts after a record the old one had not committed; until every
+    in-sync follower has fetched from it its high watermark stays below that start, and the latest
+    offset is OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before v5); so is a timestamp lookup past
+    the high watermark. The earliest offset is known."""
+    thread, control, where, other = _three_replicas(tmp_path, {})
+    try:
+        thread.call(control.isolate, other, "brokers")  # in the ISR, not fetching: nothing commits
+        with RawClient(thread.address(where.leader)) as client:
+            assert partition_response(client.request(produce_request("acks", 0, build_batch(), acks=1))).error_code == 0
+        wait_for(lambda: thread.call(control.local_log, where.follower, "acks", 0).log_end_offset == 1,
+                 "the follower to copy the record")
+        thread.call(control.move_leader, "acks", 0, where.follower)  # its epoch starts at offset 1
+
+        def ask(timestamp: int) -> tuple[int, int]:
+            R = ListOffsetsRequest[version]
+            part = R.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                           timestamp=timestamp, max_num_offsets=1)
+            with RawClient(thread.address(where.follower)) as client:
+                answer = client.request(R(replica_id=-1, isolation_level=0, timeout_ms=1000,
+                                          topics=[R.ListOffsetsTopic(name="acks", partitions=[part])]))
+            p = answer.topics[0].partitions[0]
+            return int(p.error_code), int(p.offset)
+
+        lagging = ErrorCode.OFFSET_NOT_AVAILABLE if version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
+        assert ask(-1) == (lagging, -1)
+        assert ask(0) == (lagging, -1)
+        assert ask(EARLIEST) == (0, 0)
+        thread.call(control.heal, other)
+        wait_for(lambda: ask(-1) == (0, 1), "the high watermark to pass the start of the epoch")
+        assert ask(0) == (0, 0)
+    finally:
+        thread.stop()
