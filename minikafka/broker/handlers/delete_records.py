@@ -2,8 +2,8 @@
 
 In a cluster only the partition's leader deletes (a follower, or a broker without a replica,
 answers NOT_LEADER_OR_FOLLOWER; Kafka: ``ReplicaManager.deleteRecordsOnLocalLog``,
-https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/ReplicaManager.scala);
-followers then take the new log start from the leader's Fetch answers.
+https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/ReplicaManager.scala).
+The answer does not wait for the followers' log starts (Kafka's low watermark), see docs/cluster.md.
 """
 
 from __future__ import annotations
