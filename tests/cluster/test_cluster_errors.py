@@ -513,3 +513,21 @@ def test_list_offsets_from_a_new_leader_before_its_high_watermark_reaches_its_ep
         assert ask(0) == (0, 0)
     finally:
         thread.stop()
+
+
+@pytest.mark.parametrize("version", range(14))
+def test_metadata_v0_leaves_out_a_replica_that_is_down_with_replica_not_available(
+        short: tuple[MiniKafkaCluster, Placement], version: int) -> None:
+    """Only Metadata v0 filters the replica lists to brokers that are up, and says so; later versions
+    list every replica (and from v5 the ones that are down)."""
+    kafka, where = short
+    part = metadata(kafka, where.outsider, where.topic, version).partitions[0]
+    replicas = kafka.partition(where.topic)["replicas"]
+    if version == 0:
+        assert (part.error_code, part.replica_nodes, part.isr_nodes) == (
+            ErrorCode.REPLICA_NOT_AVAILABLE, [where.leader], [where.leader])
+    else:
+        assert (part.error_code, part.replica_nodes, part.isr_nodes) == (0, replicas, [where.leader])
+    if version >= 5:
+        assert part.offline_replicas == [where.follower]
+    assert part.leader_id == where.leader

@@ -9,7 +9,7 @@ https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/meta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from minikafka.broker.cluster.cluster import ClusterLink
 from minikafka.broker.cluster.partition_state import NO_LEADER
@@ -85,6 +85,18 @@ def partitions(link: ClusterLink, topic: str) -> list[PartitionAnswer]:
         out.append(PartitionAnswer(p, error, part.leader, part.leader_epoch, list(part.replicas), list(part.isr),
                                    part.offline_replicas(listed)))
     return out
+
+
+def without_offline_replicas(answer: PartitionAnswer) -> PartitionAnswer:
+    """A partition as Metadata v0 answers it: the replica and ISR lists keep only brokers that are
+    up, and a partition with a leader that lost any of them says REPLICA_NOT_AVAILABLE (Kafka's
+    ``KRaftMetadataCache.getPartitionMetadata`` with ``errorUnavailableEndpoints``)."""
+    replicas = [r for r in answer.replicas if r not in answer.offline]
+    isr = [r for r in answer.isr if r not in answer.offline]
+    error = answer.error
+    if error == ErrorCode.NONE and (len(replicas) < len(answer.replicas) or len(isr) < len(answer.isr)):
+        error = ErrorCode.REPLICA_NOT_AVAILABLE
+    return replace(answer, error=error, replicas=replicas, isr=isr)
 
 
 def create_topic(link: ClusterLink, name: str, partitions: int, replication_factor: int,
