@@ -79,13 +79,18 @@ def node(where: Placement, role: str) -> int:
 @pytest.mark.parametrize("role", WRONG_BROKERS)
 def test_produce_to_a_broker_that_does_not_lead_is_not_leader_with_a_hint_from_v10(
         kafka: MiniKafkaCluster, where: Placement, role: str, version: int) -> None:
-    answer = produce(kafka, node(where, role), where.topic, version)
+    request = produce_request(where.topic, 0, build_batch(), version=version)
+    with RawClient(kafka.address(node(where, role))) as client:
+        client.send(request)
+        frame = client.recv_frame()
+    answer = request.header.get_response_class().decode(frame, header=True)
+    # the answer holds exactly the fields of its version: before v10 there is no room for a hint
+    assert bytes(answer.encode(header=True)) == frame
     part = answer.responses[0].partition_responses[0]
     assert (part.error_code, part.base_offset) == (NOT_LEADER, -1)
     if version >= 5:
         assert part.log_start_offset == -1
-    if version < 10:  # the fields do not exist before v10
-        assert not hasattr(part, "current_leader") or part.current_leader is None
+    if version < 10:
         return
     assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (where.leader, where.epoch)
     host, port = kafka.address(where.leader).rsplit(":", 1)
@@ -145,8 +150,7 @@ def test_fetch_is_served_by_the_leader_and_from_v11_by_a_follower(
     assert part.high_watermark == (2 if served else -1)
     assert bool(part.records) == served
     if version >= 12:  # Kafka fills current_leader (tagged since v12) only from v16
-        assert part.current_leader is None or (part.current_leader.leader_id,
-                                               part.current_leader.leader_epoch) == (-1, -1)
+        assert part.current_leader is None
 
 
 @pytest.mark.parametrize("version", range(9, 13))
