@@ -48,7 +48,8 @@ EARLIEST, MAX_TIMESTAMP = -2, -3  # ListOffsets timestamps
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[MiniKafkaCluster]:
-    with MiniKafkaCluster(brokers=3, config={"auto.leader.rebalance.enable": False}) as cluster:
+    with MiniKafkaCluster(brokers=3, config={"auto.leader.rebalance.enable": False,
+                                             "broker.rack": "rack-a,rack-b,rack-c"}) as cluster:
         yield cluster
 
 
@@ -94,8 +95,10 @@ def test_produce_to_a_broker_that_does_not_lead_is_not_leader_with_a_hint_from_v
         return
     assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (where.leader, where.epoch)
     host, port = kafka.address(where.leader).rsplit(":", 1)
+    rack = next(b["rack"] for b in kafka.describe()["brokers"] if b["id"] == where.leader)
     assert [(e.node_id, e.host, e.port, e.rack) for e in answer.node_endpoints] == [
-        (where.leader, host, int(port), None)]
+        (where.leader, host, int(port), rack)]
+    assert rack == f"rack-{'abc'[where.leader - 1]}"
 
 
 @pytest.mark.parametrize("version", [3, 9, 10, 12])
