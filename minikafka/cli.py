@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from minikafka import __version__, address_file
@@ -336,13 +336,14 @@ def serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _fail(exc.exit_code, str(exc))
 
-    fault_specs = _load_faults(args.faults, sources.get("faults", "--faults"))
+    node_ids = range(1, args.brokers + 1) if args.brokers > 1 else (config.node_id,)
+    faults_name = _faults_name(sources.get("faults", "--faults"), args.faults) if args.faults else ""
+    fault_specs = _load_faults(args.faults, faults_name, node_ids)
     wants_control = args.admin_port is not None or bool(fault_specs)
 
     if args.brokers > 1:
-        if fault_specs or str(config.get("listeners")).strip():
-            _fail(ConfigError.exit_code, f"--brokers {args.brokers}: not yet with --faults "
-                                         "or listeners (docs/cluster.md)")
+        if str(config.get("listeners")).strip():
+            _fail(ConfigError.exit_code, f"--brokers {args.brokers}: not yet with listeners (docs/cluster.md)")
         admin_port = None if args.admin_port is None else int(args.admin_port)
         if admin_port and config.port and config.port <= admin_port < config.port + args.brokers:
             given = {dest: _as_given(sources, dest, getattr(args, dest)) for dest in ("admin_port", "port", "brokers")}
@@ -352,7 +353,7 @@ def serve(args: argparse.Namespace) -> int:
         loop = new_event_loop()
         try:
             loop.run_until_complete(_serve_cluster(config, args.brokers, args.admin_host or args.host, admin_port,
-                                                   args.address_file))
+                                                   args.address_file, fault_specs, faults_name))
         except StartupError as exc:
             _fail(exc.exit_code, _for_the_command_line(exc, args))
         finally:
@@ -374,7 +375,7 @@ def serve(args: argparse.Namespace) -> int:
             try:
                 control.faults.add_all(fault_specs)  # _load_faults checked them; this is what only a broker can
             except FaultRuleError as exc:
-                raise FaultFileError(f"{_faults_name(sources.get('faults', '--faults'), args.faults)}: {exc}") from None
+                raise FaultFileError(f"{faults_name}: {exc}") from None
         if control is not None and args.admin_port is not None:
             from minikafka.testkit.admin_http import AdminServer
 
@@ -409,10 +410,11 @@ def serve(args: argparse.Namespace) -> int:
 
 
 async def _serve_cluster(config: BrokerConfig, brokers: int, admin_host: str, admin_port: int | None,
-                         address_path: str | None) -> None:
-    """``serve --brokers N``: the cluster (and its admin endpoint with ``--admin-port``) until
-    SIGINT or SIGTERM, then every broker stops cleanly. The address file names every broker
-    (their ports stay theirs through restarts), so a health check asks them all."""
+                         address_path: str | None, fault_specs: list[dict[str, Any]], faults_name: str) -> None:
+    """``serve --brokers N``: the cluster (with the rules of ``--faults``, and its admin endpoint
+    with ``--admin-port``) until SIGINT or SIGTERM, then every broker stops cleanly. The address
+    file names every broker (their ports stay theirs through restarts), so a health check asks
+    them all."""
     import asyncio
     import signal
 
@@ -423,13 +425,21 @@ async def _serve_cluster(config: BrokerConfig, brokers: int, admin_host: str, ad
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    admin = None
-    if admin_port is not None:
-        from minikafka.testkit.cluster_admin_http import ClusterAdminServer
+    admin = control = None
+    if admin_port is not None or fault_specs:
         from minikafka.testkit.cluster_control import ClusterControl
+        from minikafka.testkit.faults import FaultRuleError
+
+        control = ClusterControl(cluster)  # every broker's interceptor, before the first request
+        try:
+            control.faults.add_all(fault_specs)  # _load_faults checked them against these brokers
+        except FaultRuleError as exc:
+            raise FaultFileError(f"{faults_name}: {exc}") from None
+    if control is not None and admin_port is not None:
+        from minikafka.testkit.cluster_admin_http import ClusterAdminServer
 
         # bound before the brokers start: a busy admin port must not leave a half-started cluster
-        admin = await ClusterAdminServer(ClusterControl(cluster), admin_host, admin_port).start()
+        admin = await ClusterAdminServer(control, admin_host, admin_port).start()
     try:
         await cluster.start()
     except BaseException:
@@ -495,19 +505,20 @@ def _faults_name(source: str, path: str) -> str:
     return f"{source}={path}" if source.startswith("MINIKAFKA_") else f"{source} {path}"
 
 
-def _load_faults(path: str | None, source: str) -> list[dict[str, Any]]:
-    """The rules of the fault file, every one checked (fields, API names and keys, ids) before the
-    broker starts: a bad rule is one line naming the file and the rule, and exit 6."""
+def _load_faults(path: str | None, name: str, node_ids: Collection[int]) -> list[dict[str, Any]]:
+    """The rules of the fault file (``name``: as the user gave it), every one checked (fields, API
+    names and keys, the brokers it names among ``node_ids``, ids) before a broker starts: a bad rule
+    is one line naming the file and the rule, and exit 6."""
     if not path:
         return []
     from minikafka.testkit.fault_files import FaultFileRuleError, load_rules
 
     try:
-        return load_rules(path)
+        return load_rules(path, node_ids=node_ids)
     except FaultFileRuleError as exc:
-        _fail(FaultFileError.exit_code, f"{_faults_name(source, path)}: {exc.detail}")
+        _fail(FaultFileError.exit_code, f"{name}: {exc.detail}")
     except OSError as exc:
-        _fail(FaultFileError.exit_code, f"{_faults_name(source, path)}: cannot read it: {exc.strerror or exc}")
+        _fail(FaultFileError.exit_code, f"{name}: cannot read it: {exc.strerror or exc}")
 
 
 def ping(args: argparse.Namespace) -> int:

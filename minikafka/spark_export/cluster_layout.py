@@ -9,10 +9,11 @@ acks=1 to a leader its followers could not reach, or the tail of a replica that 
 and that a consumer never sees. So, as a consumer reads from the leader up to the high watermark,
 the reader takes each partition from ONE replica:
 
-* the leader the controller records, when its broker's dir holds the partition;
-* else (no leader: the cluster was stopped, or lost every in-sync replica) the in-sync replica
-  with the highest checkpointed high watermark, the first in the ISR's order on a tie;
-* else any replica, chosen the same way;
+* the in-sync replica with the highest checkpointed high watermark, the leader the controller
+  records first on a tie, then the ISR's order (the leader's own high watermark may lag: a broker
+  elected leader as the cluster stopped, or just before, starts from the one it had as a follower,
+  which rises only once its followers fetch from it);
+* else (no in-sync replica on any broker's disk) any replica, chosen the same way;
 
 and reads it up to that replica's high watermark, taken from its broker's
 ``replication-offset-checkpoint`` (written every ``replica.high.watermark.checkpoint.interval.ms``
@@ -37,8 +38,6 @@ from minikafka.spark_export.layout import (
     read_offset_checkpoint,
 )
 from minikafka.storage.disk_format import REPLICATION_OFFSET_CHECKPOINT, TopicPartition
-
-NO_LEADER = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +85,11 @@ def choose_replica(record: PartitionRecord, brokers: dict[int, _Broker]) -> Part
     broker's dir holds it."""
     tp = (record.topic, record.partition)
     present = [r for r in record.replicas if r in brokers and tp in brokers[r].partitions]
-    if record.leader != NO_LEADER and record.leader in present:
-        node = record.leader
-    else:
-        in_sync = [r for r in record.isr if r in present]
-        candidates = in_sync or present
-        if not candidates:
-            return None
-        node = max(candidates, key=lambda r: (brokers[r].high_watermark(tp), -candidates.index(r)))
+    in_sync = [r for r in record.isr if r in present]
+    candidates = in_sync or present
+    if not candidates:
+        return None
+    node = max(candidates, key=lambda r: (brokers[r].high_watermark(tp), r == record.leader, -candidates.index(r)))
     return replace(brokers[node].partitions[tp], high_watermark=brokers[node].high_watermark(tp))
 
 

@@ -209,49 +209,20 @@ class HttpEndpoint:
         return 200, *found
 
 
-class AdminServer(HttpEndpoint):
-    """``await AdminServer(control, host, port).start()``; ``port`` 0 picks a free port."""
+class FaultRoutes:
+    """``/faults`` and ``/faults/<id>`` over ``control.faults``: a broker's
+    :class:`~minikafka.testkit.faults.FaultInjector` or a cluster's ``FaultRuleSet``."""
 
-    def __init__(self, control: BrokerControl, host: str = "127.0.0.1", port: int = 0) -> None:
-        super().__init__(host, port)
-        self.control = control
+    control: Any
 
-    def _routes(self, parts: list[str]) -> tuple[Routes, tuple[str, ...], tuple[Any, ...]]:
-        routes, key, args = self._page_routes(parts)
-        routes |= {
-            ("health",): {"GET": self._health},
-            ("metrics",): {"GET": self._metrics},
-            ("status",): {"GET": self._status},
-            ("faults",): {"GET": self._list_rules, "POST": self._add_rules, "DELETE": self._clear_rules},
-            ("broker", "crash"): {"POST": self._crash},
-            ("broker", "start"): {"POST": self._start},
-            ("broker", "restart"): {"POST": self._restart},
-            ("broker", "roll"): {"POST": self._roll},
-            ("broker", "expire-producers"): {"POST": self._expire},
-            ("cleaner", "run"): {"POST": self._clean},
-            ("topics",): {"GET": self._topics, "POST": self._create_topic},
-            ("transactions",): {"GET": self._transactions},
-            ("partitions",): {"GET": self._partitions},
-            ("groups",): {"GET": self._groups},
-        }
+    def _fault_routes(self, parts: list[str], routes: Routes, key: tuple[str, ...],
+                      args: tuple[Any, ...]) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+        """Adds the routes to ``routes``; the key and arguments of ``/faults/<id>`` when that is the path."""
+        routes[("faults",)] = {"GET": self._list_rules, "POST": self._add_rules, "DELETE": self._clear_rules}
         if len(parts) == 2 and parts[0] == "faults":
             key, args = ("faults", "<id>"), (parts[1],)
             routes[key] = {"GET": self._get_rule, "DELETE": self._remove_rule}
-        elif len(parts) == 3 and parts[0] == "topics":
-            key, args = ("topics", "<name>", "<partition>"), (parts[1], parts[2])
-            routes[key] = {"GET": self._partition}
-        return routes, key, args
-
-    async def _health(self, _body: Any) -> Response:
-        up = self.control.running
-        return json_answer(200 if up else 503, {"status": "up" if up else "down", "bootstrap": self.control.broker.bootstrap})
-
-    async def _metrics(self, _body: Any) -> Response:
-        text = self.control.metrics_text()
-        return 200, prometheus.CONTENT_TYPE, text.encode()
-
-    async def _status(self, _body: Any) -> Response:
-        return json_answer(200, self.control.status())
+        return key, args
 
     async def _list_rules(self, _body: Any) -> Response:
         return json_answer(200, {"rules": [r.to_dict() for r in self.control.faults.rules]})
@@ -273,6 +244,48 @@ class AdminServer(HttpEndpoint):
         if not self.control.faults.remove(rule_id):
             raise HttpError(404, f"no rule {rule_id!r}")
         return json_answer(200, {"removed": 1})
+
+
+class AdminServer(FaultRoutes, HttpEndpoint):
+    """``await AdminServer(control, host, port).start()``; ``port`` 0 picks a free port."""
+
+    def __init__(self, control: BrokerControl, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host, port)
+        self.control = control
+
+    def _routes(self, parts: list[str]) -> tuple[Routes, tuple[str, ...], tuple[Any, ...]]:
+        routes, key, args = self._page_routes(parts)
+        routes |= {
+            ("health",): {"GET": self._health},
+            ("metrics",): {"GET": self._metrics},
+            ("status",): {"GET": self._status},
+            ("broker", "crash"): {"POST": self._crash},
+            ("broker", "start"): {"POST": self._start},
+            ("broker", "restart"): {"POST": self._restart},
+            ("broker", "roll"): {"POST": self._roll},
+            ("broker", "expire-producers"): {"POST": self._expire},
+            ("cleaner", "run"): {"POST": self._clean},
+            ("topics",): {"GET": self._topics, "POST": self._create_topic},
+            ("transactions",): {"GET": self._transactions},
+            ("partitions",): {"GET": self._partitions},
+            ("groups",): {"GET": self._groups},
+        }
+        key, args = self._fault_routes(parts, routes, key, args)
+        if len(parts) == 3 and parts[0] == "topics":
+            key, args = ("topics", "<name>", "<partition>"), (parts[1], parts[2])
+            routes[key] = {"GET": self._partition}
+        return routes, key, args
+
+    async def _health(self, _body: Any) -> Response:
+        up = self.control.running
+        return json_answer(200 if up else 503, {"status": "up" if up else "down", "bootstrap": self.control.broker.bootstrap})
+
+    async def _metrics(self, _body: Any) -> Response:
+        text = self.control.metrics_text()
+        return 200, prometheus.CONTENT_TYPE, text.encode()
+
+    async def _status(self, _body: Any) -> Response:
+        return json_answer(200, self.control.status())
 
     async def _crash(self, _body: Any) -> Response:
         await self.control.crash()

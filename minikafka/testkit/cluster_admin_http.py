@@ -9,18 +9,23 @@ the cluster's routes, driving :class:`~minikafka.testkit.cluster_control.Cluster
     POST   /brokers/<id>/restart          {"clean": true|false}: a controlled shutdown (or a crash), then a start
     POST   /brokers/<id>/shutdown         a controlled shutdown: leadership moves away, then a clean stop
     POST   /brokers/<id>/isolate          {"from": "clients"|"brokers"|"all"} (default all)
-    POST   /brokers/<id>/heal             end its isolation
+    POST   /brokers/<id>/slow             {"ms": N}: answer each of its follower fetches N ms late
+    POST   /brokers/<id>/heal             end its isolation and its slowing
     POST   /topics/<topic>/<p>/leader     {"broker": <id>}: move the leader to an active in-sync replica
     GET    /topics/<topic>/<p>            one partition as in /cluster
     GET    /topics                        {"topics": {name: partitions}}
     POST   /topics                        {"name", "partitions", "replication_factor", "config"}
+    GET    /faults                        {"rules": [...]}: the cluster's fault rules, counts in total and by_broker
+    POST   /faults                        a rule, a list, or {"rules": [...]} (``broker``: the node ids it
+                                          applies on, every broker without it); 201 {"rules": [...]}
+    GET    /faults/<id>, DELETE /faults/<id>, DELETE /faults    one rule, remove one, remove all
     GET    /status                        the cluster as a whole: bootstrap, each broker's state, topics
     GET    /health                        200 {"status": "up"} when every broker is up and active;
                                           503 "degraded" while some are, 503 "down" when none is
     GET    /partitions, /transactions, /groups, /, /ui, /events   the console's, for the whole cluster
 
 The broker actions answer ``GET /cluster``'s body as it is afterwards. Routes that drive a single
-broker (``/broker/*``, ``/faults``, ``/cleaner/run``, ``/metrics``) answer 409 with what to use.
+broker (``/broker/*``, ``/cleaner/run``, ``/metrics``) answer 409 with what to use.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from minikafka.testkit.admin_http import (
+    FaultRoutes,
     HttpEndpoint,
     HttpError,
     Response,
@@ -40,12 +46,12 @@ from minikafka.testkit.admin_http import (
 if TYPE_CHECKING:
     from minikafka.testkit.cluster_control import ClusterControl
 
-BROKER_ACTIONS = ("crash", "start", "restart", "shutdown", "isolate", "heal")
+BROKER_ACTIONS = ("crash", "start", "restart", "shutdown", "isolate", "slow", "heal")
 #: the first part of the single-broker routes, which a cluster does not serve
-_SINGLE_BROKER = {"broker": "/brokers/<id>/...", "faults": None, "cleaner": None, "metrics": None}
+_SINGLE_BROKER = {"broker": "/brokers/<id>/...", "cleaner": None, "metrics": None}
 
 
-class ClusterAdminServer(HttpEndpoint):
+class ClusterAdminServer(FaultRoutes, HttpEndpoint):
     """``await ClusterAdminServer(control, host, port).start()``; ``port`` 0 picks a free port."""
 
     def __init__(self, control: ClusterControl, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -67,6 +73,7 @@ class ClusterAdminServer(HttpEndpoint):
             instead = _SINGLE_BROKER[parts[0]]
             raise HttpError(409, f"/{parts[0]} drives a single broker; this is a cluster of "
                                  f"{self.control.cluster.size} brokers" + (f": use {instead}" if instead else ""))
+        key, args = self._fault_routes(parts, routes, key, args)
         if len(parts) == 3 and parts[0] == "brokers" and parts[2] in BROKER_ACTIONS:
             key, args = ("brokers", "<id>", parts[2]), (_number(parts[1], "broker id"), parts[2])
             routes[key] = {"POST": self._broker_action}
@@ -110,6 +117,11 @@ class ClusterAdminServer(HttpEndpoint):
                 await control.shutdown(node_id)
             elif action == "isolate":
                 control.isolate(node_id, body_field(body, "from", str, "all"))
+            elif action == "slow":
+                ms = body_field(body, "ms", int, None)
+                if ms is None:
+                    raise HttpError(400, 'give the delay as {"ms": <milliseconds>}')
+                await control.slow(node_id, ms)
             else:
                 control.heal(node_id)
         return await self._cluster(None)

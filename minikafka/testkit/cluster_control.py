@@ -2,23 +2,40 @@
 
 :class:`ClusterControl` drives a running :class:`~minikafka.broker.cluster.cluster.Cluster` from
 outside: crash, start, restart and shut down one broker (controlled), move a partition's leader,
-cut a broker off from clients or from the other brokers (:mod:`.isolation`), and describe the
-cluster as ``GET /cluster`` answers it: the controller's records with each replica's offsets read
-from its broker's own log. Every method runs on the cluster's event loop.
+cut a broker off from clients or from the other brokers (:mod:`.isolation`), slow a broker's
+replica fetching, hold the cluster's fault rules, and describe the cluster as ``GET /cluster``
+answers it: the controller's records with each replica's offsets read from its broker's own log.
+Every method runs on the cluster's event loop.
+
+Every broker's request interceptor is an :class:`~.isolation.IsolationInterceptor` in front of a
+:class:`~.faults.FaultInjector`; the injectors share one :class:`~.faults.FaultRuleSet`, so a rule
+is in force on the brokers its ``broker`` names (every broker when it names none), also after a
+broker restarts (a new ``Broker`` object, a new injector over the same rules).
+
+Slowing a follower is a fault rule of its own, ``slow-<node>``: a ``delay`` on the Fetch requests
+``from_broker`` that node, on every broker. Each of its follower fetches is handled at once and
+answered ``ms`` late, so once its leader has records it lacks it is not caught up for ``ms`` at a
+time; longer than ``replica.lag.time.max.ms`` and it leaves the ISR (and, if it catches up before
+it is healed, joins again: a slow follower flaps as in Kafka). Healing removes the rule, which
+lets go of the fetches it holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.cluster.partition_state import NO_LEADER, BrokerState
 from minikafka.broker.cluster.placement import PlacementError
+from minikafka.broker.dispatch import build_api_table
 from minikafka.broker.topics import is_internal
+from minikafka.protocol.kafka_versions import release
 from minikafka.testkit.console import views
 from minikafka.testkit.control import transactions_of
+from minikafka.testkit.faults import FaultInjector, FaultRule, FaultRuleSet
 from minikafka.testkit.isolation import Isolation, IsolationInterceptor
 
 if TYPE_CHECKING:
@@ -31,14 +48,18 @@ log = logging.getLogger(__name__)
 
 #: how often a start retries its bind while the port the broker just released is still taken
 _BIND_ATTEMPTS = 50
+#: how long past a long poll slow() waits for the slowed follower's next fetch to arrive at a leader
+_HELD_GRACE_S = 5.0
 
 
 class ClusterControl:
-    """Lifecycle, leadership and isolation of a cluster's brokers (see the module docstring)."""
+    """Lifecycle, leadership, isolation and fault rules of a cluster's brokers (see the module docstring)."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.isolation = Isolation()
+        api_table = build_api_table(release(str(cluster.config.get("minikafka.kafka.version"))))  # as each Broker's
+        self.faults = FaultRuleSet(api_table, list(cluster.controller.brokers), crash=True)
         self.crashes = 0
         self.restarts = 0
         self._lifecycle = asyncio.Lock()
@@ -47,7 +68,8 @@ class ClusterControl:
             self._install(broker)
 
     def _install(self, broker: Broker) -> None:
-        broker.interceptor = IsolationInterceptor(broker.node_id, self.isolation)
+        faults = FaultInjector(broker, crash=functools.partial(self.crash_and_restart, broker.node_id), rules=self.faults)
+        broker.interceptor = IsolationInterceptor(broker.node_id, self.isolation, faults)
 
     # ----------------------------------------------------------------- brokers
     def node(self, node_id: int) -> int:
@@ -93,6 +115,14 @@ class ClusterControl:
                 await self._crash(node_id)
             await self._start(node_id)
 
+    async def crash_and_restart(self, node_id: int, restart_after_ms: int | None) -> None:
+        """The ``crash`` fault action on broker ``node_id``: crash it now; start it again after
+        ``restart_after_ms`` if given."""
+        await self.crash(node_id)
+        if restart_after_ms is not None:
+            await asyncio.sleep(restart_after_ms / 1000)
+            await self.start(node_id)
+
     async def _crash(self, node_id: int) -> None:
         if self.up(node_id):
             await self.cluster.crash(node_id)
@@ -128,9 +158,46 @@ class ClusterControl:
         self.isolation.isolate(self.node(node_id), mode)
         log.info("cluster: broker %d isolated from %s", node_id, mode)
 
+    async def slow(self, node_id: int, ms: int) -> FaultRule:
+        """Answer each of broker ``node_id``'s follower fetches ``ms`` late, until :meth:`heal`
+        (the rule ``slow-<node>``, see the module docstring); slowing it again changes ``ms``.
+        Returns once a fetch of it is held at each leader it copies from (see :meth:`_until_held`)."""
+        self.node(node_id)
+        if isinstance(ms, bool) or not isinstance(ms, int) or ms <= 0:
+            raise ValueError(f"slow broker {node_id} by how much: expected a number of milliseconds > 0, got {ms!r}")
+        self.faults.remove(_slow_rule(node_id))
+        rule = self.faults.add({"id": _slow_rule(node_id), "action": "delay", "api": "Fetch", "from_broker": node_id,
+                                "trigger": "always", "delay_ms": ms})
+        log.info("cluster: broker %d's follower fetches answered %d ms late", node_id, ms)
+        await self._until_held(node_id, rule)
+        return rule
+
+    async def _until_held(self, node_id: int, rule: FaultRule) -> None:
+        """Wait until ``rule`` holds a fetch of ``node_id`` at each leader it copies from. A fetch
+        already waiting at a leader when the rule came (a long poll) is answered at full speed, and
+        would carry a record written next; after this, none does. Bounded: a follower that is
+        down, cut off or fenced fetches nothing, and slowing it needs no wait."""
+        if not self.up(node_id) or self.isolation.from_brokers(node_id):
+            return
+        leaders = {part.leader for part in self.cluster.controller.partitions.values()
+                   if node_id in part.replicas and part.leader not in (node_id, NO_LEADER) and self.up(part.leader)
+                   and not self.isolation.from_brokers(part.leader)}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + int(self.cluster.config.get("replica.fetch.wait.max.ms")) / 1000 + _HELD_GRACE_S
+        while self.faults.in_force(rule) and loop.time() < deadline and \
+                any(rule.by_broker.get(leader, {}).get("fired", 0) == 0 for leader in leaders):
+            await asyncio.sleep(0.01)
+
+    def slowed_ms(self, node_id: int) -> int | None:
+        """How late broker ``node_id``'s follower fetches are answered, None when it is not slowed."""
+        rule = self.faults.get(_slow_rule(node_id))
+        return rule.delay_ms if rule is not None else None
+
     def heal(self, node_id: int) -> None:
+        """End broker ``node_id``'s isolation and its slowing."""
         self.isolation.heal(self.node(node_id))
-        log.info("cluster: broker %d reachable again", node_id)
+        self.faults.remove(_slow_rule(node_id))
+        log.info("cluster: broker %d reachable again, at full speed", node_id)
 
     # ----------------------------------------------------------------- topics
     def create_topic(self, name: str, partitions: int | None = None, replication_factor: int | None = None,
@@ -163,7 +230,7 @@ class ClusterControl:
             broker = self.cluster.brokers[node_id]  # every broker was started once by Cluster.start
             brokers.append({"id": node_id, "host": broker.advertised_address()[0], "port": broker.port,
                             "rack": registration.rack, "state": self._state(node_id),
-                            "isolated": self.isolation.mode(node_id)})
+                            "isolated": self.isolation.mode(node_id), "slowed_ms": self.slowed_ms(node_id)})
         partitions = [self._partition(topic, p, part) for (topic, p), part in sorted(controller.partitions.items())]
         return {"controller": listed[0] if listed else -1, "brokers": brokers, "partitions": partitions}
 
@@ -207,7 +274,7 @@ class ClusterControl:
             "topics": self.topics(),
             "crashes": self.crashes,
             "restarts": self.restarts,
-            "rules": 0,
+            "rules": len(self.faults.rules),
         }
 
     def console_partitions(self) -> list[dict[str, Any]]:
@@ -226,7 +293,7 @@ class ClusterControl:
         return [self.cluster.brokers[n] for n in sorted(self.cluster.brokers) if self.up(n)]
 
     def snapshot(self) -> dict[str, Any]:
-        """The console's snapshot for a cluster (faults are a single broker's; none here). Groups
+        """The console's snapshot for a cluster, its fault rules with their counts per broker. Groups
         and transactions are gathered from every running broker: each coordinates those of the
         internal partitions it leads."""
         running = self.running_brokers()
@@ -236,8 +303,13 @@ class ClusterControl:
             "partitions": self.console_partitions(),
             "transactions": [t for broker in running for t in transactions_of(broker)],
             "groups": [g for broker in running for g in views.broker_groups(broker)],
-            "faults": [],
+            "faults": [rule.to_dict() for rule in self.faults.rules],
         }
 
     def _state(self, node_id: int) -> str:
         return self.cluster.controller.brokers[node_id].state.value if self.up(node_id) else BrokerState.FENCED.value
+
+
+def _slow_rule(node_id: int) -> str:
+    """The id of the fault rule that slows broker ``node_id``'s follower fetches."""
+    return f"slow-{node_id}"

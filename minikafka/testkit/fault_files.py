@@ -8,11 +8,11 @@ wrong with it (a misspelt API name gets the close ones).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from minikafka.testkit.faults import FaultRuleError, check_rules, rule_specs
+from minikafka.testkit.fault_rules import FaultRuleError, check_rules, rule_specs
 
 if TYPE_CHECKING:
     from minikafka.broker.dispatch import ApiSpec
@@ -27,11 +27,13 @@ class FaultFileRuleError(FaultRuleError):
         self.path, self.detail = str(path), detail
 
 
-def load_rules(path: str | Path, api_table: Mapping[int, ApiSpec] | None = None) -> list[dict[str, Any]]:
+def load_rules(path: str | Path, api_table: Mapping[int, ApiSpec] | None = None,
+               node_ids: Collection[int] | None = None) -> list[dict[str, Any]]:
     """Rule specs from a JSON or YAML file: a list of rules, or ``{"rules": [...]}``.
 
-    Every rule is checked as :meth:`FaultInjector.add_all` would check it (against ``api_table``,
-    by default the APIs minikafka serves), so a bad file fails here, before any broker starts, with
+    Every rule is checked as :meth:`FaultRuleSet.add_all` would check it (against ``api_table``,
+    by default the APIs minikafka serves, and the brokers ``node_ids`` its ``broker`` and
+    ``from_broker`` may name, when given), so a bad file fails here, before any broker starts, with
     a :class:`FaultFileRuleError` naming the rule. A file that cannot be read raises ``OSError``.
     """
     path = Path(path)
@@ -45,7 +47,7 @@ def load_rules(path: str | Path, api_table: Mapping[int, ApiSpec] | None = None)
             from minikafka.broker.dispatch import build_api_table
 
             api_table = build_api_table()
-        check_rules(specs, api_table, label_each=True)
+        check_rules(specs, api_table, label_each=True, node_ids=node_ids)
     except FaultFileRuleError:
         raise
     except FaultRuleError as exc:

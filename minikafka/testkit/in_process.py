@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Self
 
@@ -41,26 +41,31 @@ class Record(NamedTuple):
 
 
 class Faults:
-    """Fault rules of one broker. Each method adds a rule and returns it; the returned
-    :class:`~minikafka.testkit.faults.FaultRule` is live — ``rule.fired`` and ``rule.matched``
-    count as requests arrive.
+    """Fault rules of one broker, or of a cluster. Each method adds a rule and returns it; the
+    returned :class:`~minikafka.testkit.faults.FaultRule` is live — ``rule.fired`` and
+    ``rule.matched`` count as requests arrive (``rule.by_broker`` per broker).
 
     Every method takes the match keywords ``api`` (name like ``"Produce"`` or key, or a list),
-    ``topic`` (name or glob), ``partition``, ``client_id`` (name or glob), and the trigger
-    keywords ``trigger`` (``once`` — the default —, ``next``, ``every``, ``nth``, ``always``)
-    with ``n``, and ``id``.
+    ``topic`` (name or glob), ``partition``, ``client_id`` (name or glob), in a cluster
+    ``broker`` (the node ids it is in force on) and ``from_broker`` (requests sent by brokers:
+    node ids, or True/False), and the trigger keywords ``trigger`` (``once`` — the default —,
+    ``next``, ``every``, ``nth``, ``always``) with ``n``, and ``id``.
+
+    ``call`` runs a function on the brokers' event loop; ``rule_set`` gives the rules' holder
+    there (a :class:`~minikafka.testkit.faults.FaultInjector` or ``FaultRuleSet``).
     """
 
-    def __init__(self, kafka: MiniKafka) -> None:
-        self._kafka = kafka
+    def __init__(self, call: Callable[[Callable[[], Any]], Any], rule_set: Callable[[], Any]) -> None:
+        self._call = call
+        self._rule_set = rule_set
 
     def add(self, action: str, **spec: Any) -> Any:
         rule_spec = {"action": action, **{k: v for k, v in spec.items() if v is not None}}
-        return self._kafka._call(lambda: self._kafka._control.faults.add(rule_spec))
+        return self._call(lambda: self._rule_set().add(rule_spec))
 
     def add_all(self, specs: Iterable[Mapping[str, Any]]) -> list[Any]:
         specs = [dict(s) for s in specs]
-        return self._kafka._call(lambda: self._kafka._control.faults.add_all(specs))
+        return self._call(lambda: self._rule_set().add_all(specs))
 
     def error_before(self, error: int | str = "NOT_LEADER_OR_FOLLOWER", **match: Any) -> Any:
         """Answer matching partitions with ``error`` without appending."""
@@ -88,14 +93,14 @@ class Faults:
 
     @property
     def rules(self) -> list[Any]:
-        return self._kafka._call(lambda: self._kafka._control.faults.rules)
+        return self._call(lambda: self._rule_set().rules)
 
     def remove(self, rule: Any) -> bool:
         rule_id = rule if isinstance(rule, str) else rule.id
-        return self._kafka._call(lambda: self._kafka._control.faults.remove(rule_id))
+        return self._call(lambda: self._rule_set().remove(rule_id))
 
     def clear(self) -> int:
-        return self._kafka._call(lambda: self._kafka._control.faults.clear())
+        return self._call(lambda: self._rule_set().clear())
 
 
 #: a RAM filesystem is used for scratch data dirs only if it has this much room
@@ -194,7 +199,7 @@ class MiniKafka(OnAThread):
         self._initial_faults = [dict(f) for f in faults or []]
         self._admin_port = admin_port
         self._control: Any = None
-        self.faults = Faults(self)
+        self.faults = Faults(self._call, lambda: self._control.faults)
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> MiniKafka:

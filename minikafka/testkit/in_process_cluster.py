@@ -9,6 +9,8 @@
         ...                                             # the code under test fails over
         kafka.start_broker(leader)
         kafka.wait_until_in_sync("orders", 0)
+        kafka.slow(2, 5000)                             # broker 2's follower fetches answered 5 s late
+        kafka.faults.error_before(api="Produce", broker=1, trigger="always")  # rules name brokers
 
 The controls are :class:`~minikafka.testkit.cluster_control.ClusterControl`'s, the ones the HTTP
 admin endpoint of ``minikafka serve --brokers N --admin-port P`` serves (``admin_port`` starts
@@ -19,32 +21,38 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from minikafka.broker.embedded import ClusterThread
 from minikafka.testkit.cluster_control import ClusterControl
-from minikafka.testkit.in_process import OnAThread, scratch_dir
+from minikafka.testkit.faults import FaultRule
+from minikafka.testkit.in_process import Faults, OnAThread, scratch_dir
 
 
 class MiniKafkaCluster(OnAThread):
     """``brokers`` brokers (node ids 1..N) on free ports (or ``port``, ``port``+1, ...), over
     ``data_dir`` (by default a fresh temporary directory, on a RAM filesystem unless
     ``in_memory=False``, removed at :meth:`stop`). ``config`` holds broker settings under Kafka's
-    names, shared by every broker; ``admin_port`` (0 = free port) starts the HTTP admin endpoint."""
+    names, shared by every broker; ``faults`` rule specs in force from the first request (a rule
+    without ``broker`` applies on every broker); ``admin_port`` (0 = free port) starts the HTTP
+    admin endpoint."""
 
     def __init__(self, brokers: int = 3, data_dir: str | Path | None = None, port: int = 0,
                  host: str = "127.0.0.1", config: Mapping[str, Any] | None = None, admin_port: int | None = None,
-                 in_memory: bool = True, **broker_kwargs: Any) -> None:
+                 in_memory: bool = True, faults: Iterable[Mapping[str, Any]] | None = None,
+                 **broker_kwargs: Any) -> None:
         self._own_dir = data_dir is None
         self.data_dir = scratch_dir(in_memory) if data_dir is None else Path(data_dir)
-        try:  # the settings are checked here: a refused one leaves no scratch dir behind
+        try:  # the settings and rules are checked here: a refused one leaves no scratch dir behind
             self._thread = ClusterThread(brokers, str(self.data_dir), port, host, dict(config or {}), **broker_kwargs)
+            self.control = ClusterControl(self._thread.cluster)  # its interceptors go on every broker it starts
+            self.control.faults.add_all([dict(f) for f in faults or []])  # no broker runs yet: no loop needed
         except BaseException:
             self._remove_own_dir()
             raise
-        self.control = ClusterControl(self._thread.cluster)  # its interceptors go on every broker it starts
+        self.faults = Faults(self._thread.call, lambda: self.control.faults)
         self._admin_port = admin_port
 
     # ----------------------------------------------------------------- lifecycle
@@ -84,7 +92,17 @@ class MiniKafkaCluster(OnAThread):
         (:mod:`minikafka.testkit.isolation`) until :meth:`heal`."""
         self._thread.call(self.control.isolate, node_id, from_)
 
+    def slow(self, node_id: int, ms: int) -> FaultRule:
+        """Answer each of broker ``node_id``'s follower fetches ``ms`` late until :meth:`heal`:
+        once its leaders have records it lacks, it falls out of their ISRs after
+        ``replica.lag.time.max.ms`` (when ``ms`` is longer). Returns once a fetch of it is held at
+        each of its leaders (a record written from then on reaches it ``ms`` late), with the rule
+        that does it (``slow-<node>``, in :attr:`faults`)."""
+        rule: FaultRule = self._thread.call(self.control.slow, node_id, ms)
+        return rule
+
     def heal(self, node_id: int) -> None:
+        """End broker ``node_id``'s isolation and its slowing (fetches it holds are answered now)."""
         self._thread.call(self.control.heal, node_id)
 
     def move_leader(self, topic: str, partition: int, node_id: int) -> dict[str, Any]:
@@ -115,10 +133,19 @@ class MiniKafkaCluster(OnAThread):
 
     def wait_until_in_sync(self, topic: str, partition: int = 0, timeout: float = 30.0) -> None:
         """Wait (at most ``timeout`` seconds) until every replica of the partition is in its ISR."""
+        self._wait_for_isr(topic, partition, timeout, lambda isr, replicas: sorted(isr) == sorted(replicas))
+
+    def wait_for_isr(self, topic: str, isr: list[int], partition: int = 0, timeout: float = 30.0) -> None:
+        """Wait (at most ``timeout`` seconds) until the partition's ISR is ``isr`` (in any order):
+        a slowed or cut-off follower has left it, say, once ``replica.lag.time.max.ms`` passed."""
+        self._wait_for_isr(topic, partition, timeout, lambda now, _replicas: sorted(now) == sorted(isr))
+
+    def _wait_for_isr(self, topic: str, partition: int, timeout: float,
+                      reached: Callable[[list[int], list[int]], bool]) -> None:
         deadline = time.monotonic() + timeout
         while True:
             state = self.partition(topic, partition)
-            if sorted(state["isr"]) == sorted(state["replicas"]):
+            if reached(state["isr"], state["replicas"]):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{topic}-{partition}: ISR {state['isr']} of replicas {state['replicas']} "

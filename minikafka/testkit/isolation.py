@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from minikafka.broker.context import RequestContext
     from minikafka.broker.dispatch import ApiSpec
+    from minikafka.broker.interceptor import RequestInterceptor
 
 #: the client id prefix of the cluster's own inter-broker requests (peer_client, fetcher)
 PEER_CLIENT_PREFIX = "replica-fetcher-"
@@ -77,11 +78,13 @@ def peer_of(client_id: str | None) -> int | None:
 
 
 class IsolationInterceptor:
-    """Broker ``node_id``'s interceptor: closes the connections :class:`Isolation` cuts."""
+    """Broker ``node_id``'s interceptor: closes the connections :class:`Isolation` cuts, and hands
+    the rest to ``inner`` (the cluster's fault rules) or to the handler."""
 
-    def __init__(self, node_id: int, isolation: Isolation) -> None:
+    def __init__(self, node_id: int, isolation: Isolation, inner: RequestInterceptor | None = None) -> None:
         self.node_id = node_id
         self.isolation = isolation
+        self.inner = inner
 
     def refuses(self, client_id: str | None) -> bool:
         peer = peer_of(client_id)
@@ -91,7 +94,10 @@ class IsolationInterceptor:
 
     async def dispatch(self, spec: ApiSpec, ctx: RequestContext, request: Any) -> ApiMessage | None:
         self._check(ctx.client_id)
-        result: ApiMessage | None = await spec.handler(ctx, request)
+        if self.inner is not None:
+            result: ApiMessage | None = await self.inner.dispatch(spec, ctx, request)
+        else:
+            result = await spec.handler(ctx, request)
         self._check(ctx.client_id)  # cut while it waited (a long-poll Fetch): its answer is lost too
         return result
 

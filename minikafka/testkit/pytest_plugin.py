@@ -21,7 +21,7 @@ Fixtures:
 ``minikafka_cluster``
     a cluster of brokers (3 by default) for one test, a
     :class:`~minikafka.testkit.in_process_cluster.MiniKafkaCluster` with its failover controls;
-    settings from ``@pytest.mark.minikafka_cluster(brokers=3, config={...}, admin_port=0)``.
+    settings from ``@pytest.mark.minikafka_cluster(brokers=3, config={...}, faults=[...], admin_port=0)``.
 
 Data dirs are fresh temporary directories on a RAM filesystem (``/dev/shm``) when one with
 room is there — a first start's fsyncs are most of a broker's start-up time on a disk — and are
@@ -68,8 +68,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        f"{_CLUSTER_MARKER}(brokers=3, config=None, admin_port=None): settings for the minikafka_cluster "
-        "fixture's cluster (number of brokers, Kafka broker settings, admin HTTP port)",
+        f"{_CLUSTER_MARKER}(brokers=3, config=None, faults=None, admin_port=None): settings for the minikafka_cluster "
+        "fixture's cluster (number of brokers, Kafka broker settings, fault rule specs, admin HTTP port)",
     )
 
 

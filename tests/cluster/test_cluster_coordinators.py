@@ -80,8 +80,11 @@ def _commit_error(cluster: ClusterThread, node: int) -> int:
         return commit_offsets(client, "g-wrong", {("wrong-t", 0): (5, None)})[("wrong-t", 0)]
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_consumer_group_keeps_consuming_and_its_offsets_survive_a_crash_of_its_coordinator(
-        cluster: ClusterThread) -> None:
+        cluster: ClusterThread, protocol: str) -> None:
+    """For both group protocols: the classic one (JoinGroup/SyncGroup) and KIP-848's, whose members,
+    epochs and assignments the new coordinator rebuilds from its replica."""
     create(cluster, "moving", partitions=3, **{"min.insync.replicas": "2"})
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
 
@@ -93,7 +96,7 @@ def test_a_consumer_group_keeps_consuming_and_its_offsets_survive_a_crash_of_its
         return values
 
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g-moving",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "group.protocol": protocol})
     consumer.subscribe(["moving"])
     seen: list[bytes] = []
 
@@ -129,7 +132,7 @@ def test_a_consumer_group_keeps_consuming_and_its_offsets_survive_a_crash_of_its
 
     cluster.start_broker(coordinator)
     later = write("later", 10)  # a new member of the group starts at the committed offsets
-    assert set(read_all(cluster, "moving", "g-moving")) == later
+    assert set(read_all(cluster, "moving", "g-moving", **{"group.protocol": protocol})) == later
 
 
 def test_transactions_commit_and_abort_through_crashes_of_the_transaction_coordinator(

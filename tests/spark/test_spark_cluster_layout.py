@@ -45,19 +45,20 @@ def record(replicas: list[int], isr: list[int], leader: int) -> dict[str, object
 
 def test_the_leader_else_the_most_complete_in_sync_replica_up_to_its_high_watermark(tmp_path: Path) -> None:
     root = cluster_dir(tmp_path / "c", [
-        record([1, 2, 3], [1, 2], 2),   # 0: the leader, though broker 1 has more
+        record([1, 2, 3], [1, 2], 2),   # 0: an in-sync follower whose high watermark is above the leader's
         record([1, 2, 3], [2, 3], -1),  # 1: no leader: the in-sync replica with the highest high watermark
         record([1, 2, 3], [1, 3], 1),   # 2: the leader's dir lacks it: an in-sync replica
         record([2, 3], [3, 2], -1),     # 3: a tie: the first in the ISR's order
         record([1], [1], 1),            # 4: on no broker's disk: left out
         record([1, 2], [1], -1),        # 5: no in-sync replica on disk: any replica
-    ], {1: {0: 9, 1: 9}, 2: {0: 6, 1: 5, 3: 4, 5: 3}, 3: {0: 3, 1: 7, 2: 8, 3: 4}})
+        record([1, 2], [1, 2], 2),      # 6: a tie: the leader
+    ], {1: {0: 9, 1: 9, 6: 4}, 2: {0: 6, 1: 5, 3: 4, 5: 3, 6: 4}, 3: {0: 3, 1: 7, 2: 8, 3: 4}})
     chosen = {p.partition: (p.replica, p.high_watermark) for p in list_partitions(LocalFiles(str(root)))}
-    assert chosen == {0: (2, 5), 1: (3, 6), 2: (3, 7), 3: (3, 3), 5: (2, 2)}
+    assert chosen == {0: (1, 8), 1: (3, 6), 2: (3, 7), 3: (3, 3), 5: (2, 2), 6: (2, 3)}
 
     ranges, slices = plan_ranges(parse_options({"path": str(root)}))
-    assert {r.pdir.partition: (r.start, r.end) for r in ranges} == {0: (0, 5), 1: (0, 6), 2: (0, 7), 3: (0, 3),
-                                                                     5: (0, 2)}
+    assert {r.pdir.partition: (r.start, r.end) for r in ranges} == {0: (0, 8), 1: (0, 6), 2: (0, 7), 3: (0, 3),
+                                                                     5: (0, 2), 6: (0, 3)}
     assert all(f"/node-{chosen[s.partition][0]}/" in s.log_path for s in slices)  # one replica per partition
 
 

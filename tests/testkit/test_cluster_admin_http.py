@@ -137,7 +137,14 @@ def test_bad_requests_get_4xx_and_single_broker_routes_say_what_to_use(served: S
     http(served, "POST", "/topics", {"name": "b", "partitions": 1, "replication_factor": 2})
     status, body = http(served, "POST", "/broker/crash")
     assert status == 409 and "/brokers/<id>/" in body["error"]
-    assert http(served, "GET", "/faults")[0] == 409
+    assert http(served, "GET", "/faults") == (200, {"rules": []})
+    assert http(served, "POST", "/faults", {"action": "close", "broker": 9}) == \
+        (400, {"error": "broker 9: no such broker (the brokers are 1, 2, 3)"})
+    assert http(served, "POST", "/brokers/2/slow", {})[0] == 400
+    assert http(served, "POST", "/brokers/2/slow", {"ms": 0})[0] == 400
+    assert http(served, "POST", "/brokers/2/slow", {"ms": "soon"})[0] == 400
+    assert http(served, "POST", "/brokers/9/slow", {"ms": 10})[0] == 404
+    assert http(served, "GET", "/faults") == (200, {"rules": []})
     assert http(served, "POST", "/brokers/9/crash") == (404, {"error": "no broker 9 (the cluster has brokers 1 to 3)"})
     assert http(served, "POST", "/brokers/one/crash")[0] == 400
     assert http(served, "POST", "/brokers/1/explode")[0] == 404
@@ -157,14 +164,12 @@ def test_bad_requests_get_4xx_and_single_broker_routes_say_what_to_use(served: S
     assert served.process.poll() is None
 
 
-@pytest.mark.parametrize("extra", [["--faults", "rules.yaml"]])
-def test_serve_refuses_what_a_cluster_does_not_support_yet_with_one_line(tmp_path: Path, extra: list[str]) -> None:
-    (tmp_path / "rules.yaml").write_text("rules:\n  - action: close\n")
-    result = subprocess.run([sys.executable, "-m", "minikafka", "serve", "--brokers", "3", "--port", "0",
-                             "--data-dir", str(tmp_path / "d"), *extra], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=60)
+def test_serve_refuses_what_a_cluster_does_not_support_yet_with_one_line(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "minikafka", "serve", "--brokers", "3",
+                             "--data-dir", str(tmp_path / "d"), "--config", "listeners=PLAINTEXT://:0"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
-    assert result.stderr.count("\n") == 1 and "--brokers 3: not yet with --faults" in result.stderr
+    assert result.stderr.count("\n") == 1 and "--brokers 3: not yet with listeners" in result.stderr
     assert not (tmp_path / "d").exists()
 
 

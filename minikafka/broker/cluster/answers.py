@@ -9,7 +9,7 @@ https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/meta
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from minikafka.broker.cluster.cluster import ClusterLink
 from minikafka.broker.cluster.partition_state import NO_LEADER
@@ -46,6 +46,34 @@ def brokers(link: ClusterLink) -> list[BrokerAnswer]:
     return out
 
 
+@dataclass(frozen=True)
+class LeaderHint:
+    """Where a client should send what it sent to a broker that does not lead the partition
+    (KIP-951): the leader as this broker knows it (-1 without one), its epoch, and its endpoint
+    while it is up (None otherwise)."""
+
+    leader: int
+    leader_epoch: int
+    endpoint: BrokerAnswer | None
+
+
+def leader_hint(link: ClusterLink, topic: str, partition: int) -> LeaderHint | None:
+    """The KIP-951 hint for a NOT_LEADER_OR_FOLLOWER answer about ``topic``-``partition``; None
+    when the partition is unknown (Kafka then leaves ``current_leader`` at its default, -1/-1,
+    which is not written). The controller's record is what both Kafka's sources (the broker's own
+    replica, else its metadata cache) say here, since every broker sees each change at once; the
+    endpoint is that of a listed broker, as Kafka's ``getAliveBrokerNode``
+    (``KafkaApis.getCurrentLeader``,
+    https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/KafkaApis.scala)."""
+    part = link.controller.partition(topic, partition)
+    if part is None:
+        return None
+    endpoint = None
+    if part.leader != NO_LEADER:
+        endpoint = next((b for b in brokers(link) if b.node_id == part.leader), None)
+    return LeaderHint(part.leader, part.leader_epoch, endpoint)
+
+
 def partitions(link: ClusterLink, topic: str) -> list[PartitionAnswer]:
     controller = link.controller
     record = controller.topics[topic]
@@ -57,6 +85,18 @@ def partitions(link: ClusterLink, topic: str) -> list[PartitionAnswer]:
         out.append(PartitionAnswer(p, error, part.leader, part.leader_epoch, list(part.replicas), list(part.isr),
                                    part.offline_replicas(listed)))
     return out
+
+
+def without_offline_replicas(answer: PartitionAnswer) -> PartitionAnswer:
+    """A partition as Metadata v0 answers it: the replica and ISR lists keep only brokers that are
+    up, and a partition with a leader that lost any of them says REPLICA_NOT_AVAILABLE (Kafka's
+    ``KRaftMetadataCache.getPartitionMetadata`` with ``errorUnavailableEndpoints``)."""
+    replicas = [r for r in answer.replicas if r not in answer.offline]
+    isr = [r for r in answer.isr if r not in answer.offline]
+    error = answer.error
+    if error == ErrorCode.NONE and (len(replicas) < len(answer.replicas) or len(isr) < len(answer.isr)):
+        error = ErrorCode.REPLICA_NOT_AVAILABLE
+    return replace(answer, error=error, replicas=replicas, isr=isr)
 
 
 def create_topic(link: ClusterLink, name: str, partitions: int, replication_factor: int,

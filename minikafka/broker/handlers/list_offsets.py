@@ -4,6 +4,11 @@ From v2 a request carries an isolation level: for read_committed the latest offs
 stable offset, and a timestamp lookup that lands at or beyond the readable end (the last stable
 offset, resp. the high watermark) answers offset -1, timestamp -1, as Kafka does
 (docs/semantics.md#txn-fetch).
+
+From v4 an answer names the leader epoch of the offset it gives: the current epoch for the latest
+offset, the first cached epoch for the log start, the epoch of the record found for a timestamp
+(Kafka: ``UnifiedLog.fetchOffsetByTimestamp``,
+https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/log/UnifiedLog.scala).
 """
 
 from __future__ import annotations
@@ -22,6 +27,18 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 READ_COMMITTED = 1
+#: Kafka's ``ListOffsetsRequest.DEBUGGING_REPLICA_ID``: a tool that may read any replica, not only the leader
+DEBUGGING_REPLICA_ID = -2
+CONSUMER_REPLICA_ID = -1
+
+
+def _epoch_start(partition_log: Any) -> int:
+    """Where the leader's current epoch starts in its log (its log end when it was elected), -1
+    when its epoch cache does not end with that epoch."""
+    entries = partition_log.epochs.entries
+    if entries and entries[-1].epoch == partition_log.leader_epoch:
+        return int(entries[-1].start_offset)
+    return -1
 
 
 async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -32,14 +49,25 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
     Partition = Topic.ListOffsetsPartitionResponse
     committed = version >= 2 and request.isolation_level == READ_COMMITTED
     replicas = ctx.services.replicas
+    only_leader = request.replica_id != DEBUGGING_REPLICA_ID
+    # a new leader whose high watermark has not reached the start of its epoch cannot tell a client
+    # where the log ends yet: OFFSET_NOT_AVAILABLE, LEADER_NOT_AVAILABLE before v5
+    # (Partition.fetchOffsetForTimestamp, KafkaApis' ListOffsets answer)
+    not_available = ErrorCode.OFFSET_NOT_AVAILABLE if version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
+    client = replicas is not None and request.replica_id == CONSUMER_REPLICA_ID
+
+    def lagging(partition_log: Any) -> bool:
+        """A client asks a cluster's leader whose high watermark is below the start of its epoch."""
+        return client and _epoch_start(partition_log) > partition_log.high_watermark
 
     def answer(topic: str, part: Any) -> Any:
         partition_log = logs.get_log(topic, part.partition_index)
-        error, offset, timestamp = ErrorCode.NONE, -1, -1
+        error, offset, timestamp, epoch_found = ErrorCode.NONE, -1, -1, -1
         old_style: list[int] = []
         if replicas is not None:  # a cluster: the leader answers, at the request's epoch (v4+)
-            error = replicas.leader_error(topic, part.partition_index,
-                                          part.current_leader_epoch if version >= 4 else -1)
+            epoch = part.current_leader_epoch if version >= 4 else -1
+            error = (replicas.leader_error(topic, part.partition_index, epoch) if only_leader
+                     else replicas.epoch_error(topic, part.partition_index, epoch))
         if error != ErrorCode.NONE:
             pass
         elif partition_log is None:
@@ -51,9 +79,15 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 old_style = legacy.offsets_before(partition_log, part.timestamp, part.max_num_offsets,
                                                   ctx.services.clock())
         elif part.timestamp == LATEST:
-            offset = partition_log.last_stable_offset if committed else partition_log.high_watermark
+            if lagging(partition_log):
+                error = not_available
+            else:
+                offset = partition_log.last_stable_offset if committed else partition_log.high_watermark
+                epoch_found = partition_log.leader_epoch
         elif part.timestamp in (EARLIEST, EARLIEST_LOCAL):
             offset = partition_log.log_start_offset
+            first = partition_log.epochs.entries[:1]
+            epoch_found = first[0].epoch if first and first[0].start_offset <= offset else -1
         elif part.timestamp < 0 and part.timestamp != MAX_TIMESTAMP:
             error = ErrorCode.INVALID_REQUEST
         else:
@@ -69,6 +103,9 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
             readable_end = partition_log.last_stable_offset if committed else partition_log.high_watermark
             if offset >= readable_end:
                 offset, timestamp = -1, -1
+                if lagging(partition_log):
+                    error = not_available
+            epoch_found = partition_log.epochs.epoch_for_offset(offset) if offset >= 0 else -1
         fields: dict[str, Any] = {
             "partition_index": part.partition_index,
             "error_code": error,
@@ -78,7 +115,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
         if version == 0:
             fields["old_style_offsets"] = old_style
         if version >= 4:
-            fields["leader_epoch"] = partition_log.leader_epoch if offset >= 0 and partition_log else -1
+            fields["leader_epoch"] = epoch_found if offset >= 0 else -1
         return Partition(**fields)
 
     return Response(throttle_time_ms=0, topics=per_partition(Topic, request.topics, answer))

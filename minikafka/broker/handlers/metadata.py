@@ -133,10 +133,13 @@ def _cluster_metadata(ctx: RequestContext, request: MetadataRequest, link: Clust
             if error != ErrorCode.NONE:
                 out.append(Topic(error_code=error, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[]))
                 continue
+        parts = answers.partitions(link, name)
+        if version == 0:
+            parts = [answers.without_offline_replicas(p) for p in parts]
         partitions = [
             Partition(error_code=p.error, partition_index=p.partition, leader_id=p.leader, leader_epoch=p.leader_epoch,
                       replica_nodes=p.replicas, isr_nodes=p.isr, offline_replicas=p.offline)
-            for p in answers.partitions(link, name)
+            for p in parts
         ]
         out.append(Topic(error_code=0, name=name, topic_id=controller.topics[name].topic_id,
                          is_internal=is_internal(name), partitions=partitions))

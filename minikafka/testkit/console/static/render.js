@@ -100,13 +100,21 @@ function renderGroups(groups, history, span) {
       <td>${spark(history[`lag:${g.group_id}:${o.topic}-${o.partition}`], span)}</td></tr>`)) : ""}</div>`).join("");
 }
 
+// a cluster's rule: the brokers it is in force on, and whose requests it takes (follower fetches)
+function brokersText(r) {
+  const on = r.broker && r.broker.length ? ` on broker ${r.broker.join(",")}` : "";
+  const from = r.from_broker === true ? " from brokers" : r.from_broker === false ? " from clients"
+    : r.from_broker ? ` from broker ${r.from_broker.join(",")}` : "";
+  return on + from;
+}
+
 function renderFaults(rules, history, span) {
   if (!rules.length) return `<p class="empty">no rules</p>`;
   return table(["id", "action", "api", "topic", "partition", "trigger", "details", "matched", "fired", "fired, last minutes", ""],
     rules.map((r) => `<tr data-rule-id="${esc(r.id)}"${r.spent ? ' class="empty"' : ""}>
       <td>${esc(r.id)}</td><td>${esc(r.action)}</td><td>${esc(r.api || "any")}</td><td>${esc(r.topic || "any")}</td>
       <td>${r.partition ?? "any"}</td><td>${esc(r.trigger)}${["next", "every", "nth"].includes(r.trigger) ? ":" + r.n : ""}${r.spent ? " (spent)" : ""}</td>
-      <td>${esc(r.error_name || r.mode || (r.delay_ms !== undefined ? r.delay_ms + " ms" : ""))}</td>
+      <td>${esc(r.error_name || r.mode || (r.delay_ms !== undefined ? r.delay_ms + " ms" : ""))}${esc(brokersText(r))}</td>
       ${num(r.matched)}<td class="num fired">${r.fired}</td><td>${spark(history[`fired:${r.id}`], span)}</td>
       <td><button type="button" data-delete="/faults/${encodeURIComponent(r.id)}">remove</button></td></tr>`));
 }
@@ -140,7 +148,7 @@ function renderCluster(c) {
   const brokers = table(["broker", "address", "rack", "state", "isolated from", ""], c.brokers.map((b) => `<tr data-broker="${b.id}" data-state="${esc(b.state)}">
     <td>${b.id}${b.id === c.controller ? " (controller)" : ""}</td><td>${esc(b.host)}:${b.port}</td><td>${esc(b.rack ?? "–")}</td>
     <td class="${b.state === "active" ? "ok" : "bad"} state">${b.state === "fenced" ? "down (fenced)" : esc(b.state)}</td>
-    <td class="${b.isolated === "none" ? "" : "bad"}">${esc(b.isolated)}</td><td>${brokerButtons(b)}</td></tr>`));
+    <td class="${b.isolated === "none" && !b.slowed_ms ? "" : "bad"}">${esc(b.isolated)}${b.slowed_ms ? `, fetches ${b.slowed_ms} ms late` : ""}</td><td>${brokerButtons(b)}</td></tr>`));
   const head = ["partition", "leader", "epoch", "replicas", "ISR", "offline", "HW", "replicas: log end vs HW", "move leader to"];
   // Kafka's internal topics (the coordinators' __consumer_offsets has 50 partitions) folded away
   const internal = c.partitions.filter((p) => p.topic.startsWith("__"));

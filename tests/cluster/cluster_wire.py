@@ -1,0 +1,100 @@
+"""Raw requests of the partition APIs with a leader epoch, for the cluster's error tests: every field a
+client sets is the test's, at any version the broker serves."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import DeleteRecordsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.metadata import MetadataRequest
+
+from minikafka.testkit import MiniKafkaCluster
+from tests.kafka_wire import RawClient, build_batch, produce_request
+
+NO_EPOCH = -1  # current_leader_epoch -1: the broker skips the epoch check
+LATEST = -1  # ListOffsets timestamp
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A partition and the brokers a client may send to: its leader, a follower, and a broker
+    with no replica of it."""
+
+    topic: str
+    leader: int
+    follower: int
+    outsider: int
+    epoch: int
+
+
+def placement(kafka: MiniKafkaCluster, topic: str) -> Placement:
+    state = kafka.partition(topic, 0)
+    leader = int(state["leader"])
+    follower = next(n for n in state["replicas"] if n != leader)
+    outsider = next((n for n in kafka.brokers if n not in state["replicas"]), -1)
+    return Placement(topic, leader, follower, outsider, int(state["leader_epoch"]))
+
+
+def ask(kafka: MiniKafkaCluster, node: int, request: Any) -> Any:
+    """``request`` sent to broker ``node`` on a connection of its own; the decoded answer."""
+    with RawClient(kafka.address(node)) as client:
+        return client.request(request)
+
+
+def produce(kafka: MiniKafkaCluster, node: int, topic: str, version: int, acks: int = -1,
+            partition: int = 0) -> Any:
+    """A one-record Produce of ``version``: the whole answer."""
+    return ask(kafka, node, produce_request(topic, partition, build_batch(value=b"x"), acks=acks, version=version))
+
+
+def fetch(kafka: MiniKafkaCluster, node: int, topic: str, version: int, epoch: int = NO_EPOCH,
+          partition: int = 0) -> Any:
+    """A consumer's Fetch of ``version`` from offset 0 with ``current_leader_epoch`` (v9+): the whole answer."""
+    R = FetchRequest[version]
+    part = R.FetchTopic.FetchPartition(partition=partition, current_leader_epoch=epoch, fetch_offset=0,
+                                       last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)
+    return ask(kafka, node, R(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                              session_id=0, session_epoch=-1, topics=[R.FetchTopic(topic=topic, partitions=[part])],
+                              forgotten_topics_data=[], rack_id=""))
+
+
+def list_offsets(kafka: MiniKafkaCluster, node: int, topic: str, version: int, epoch: int = NO_EPOCH,
+                 replica_id: int = -1, partition: int = 0, timestamp: int = LATEST) -> Any:
+    """ListOffsets of ``version`` (LATEST unless ``timestamp`` says otherwise) with
+    ``current_leader_epoch`` (v4+): the partition's answer."""
+    R = ListOffsetsRequest[version]
+    part = R.ListOffsetsTopic.ListOffsetsPartition(partition_index=partition, current_leader_epoch=epoch,
+                                                   timestamp=timestamp, max_num_offsets=1)
+    answer = ask(kafka, node, R(replica_id=replica_id, isolation_level=0, timeout_ms=1000,
+                                topics=[R.ListOffsetsTopic(name=topic, partitions=[part])]))
+    return answer.topics[0].partitions[0]
+
+
+def epoch_end(kafka: MiniKafkaCluster, node: int, topic: str, version: int, leader_epoch: int,
+              epoch: int = NO_EPOCH, partition: int = 0) -> Any:
+    """OffsetForLeaderEpoch of ``version``: where ``leader_epoch`` ends, asked with ``current_leader_epoch``."""
+    R = OffsetForLeaderEpochRequest[version]
+    Topic = R.OffsetForLeaderTopic
+    part = Topic.OffsetForLeaderPartition(partition=partition, current_leader_epoch=epoch, leader_epoch=leader_epoch)
+    answer = ask(kafka, node, R(replica_id=-1, topics=[Topic(topic=topic, partitions=[part])]))
+    return answer.topics[0].partitions[0]
+
+
+def delete_records(kafka: MiniKafkaCluster, node: int, topic: str, version: int, offset: int,
+                   partition: int = 0) -> Any:
+    R = DeleteRecordsRequest[version]
+    part = R.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=partition, offset=offset)
+    answer = ask(kafka, node, R(topics=[R.DeleteRecordsTopic(name=topic, partitions=[part])], timeout_ms=5000))
+    return answer.topics[0].partitions[0]
+
+
+def metadata(kafka: MiniKafkaCluster, node: int, topic: str, version: int) -> Any:
+    """Metadata of ``version`` for ``topic``: the answer's topic."""
+    R = MetadataRequest[version]
+    answer = ask(kafka, node, R(topics=[R.MetadataRequestTopic(name=topic, topic_id=uuid.UUID(int=0))],
+                                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                                include_topic_authorized_operations=False))
+    return answer.topics[0]
