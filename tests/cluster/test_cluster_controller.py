@@ -18,7 +18,7 @@ def cluster(n: int = 3, racks: Iterable[str | None] | None = None, unclean: bool
     seen: list[PartitionChange] = []
     rack_list = list(racks) if racks is not None else [None] * n
     controller = Controller([(i + 1, rack_list[i]) for i in range(n)], unclean_allowed=lambda topic: unclean,
-                            on_change=seen.append, seed=seed)
+                            on_change=seen.extend, seed=seed)
     for node in range(1, n + 1):
         controller.unfence(node)
     return controller, seen

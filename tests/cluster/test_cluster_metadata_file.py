@@ -21,7 +21,7 @@ def started(n: int = 3) -> Controller:
 def test_a_restarted_controller_has_the_same_topics_and_epochs_and_every_broker_fenced(tmp_path: Path) -> None:
     controller = started()
     store = MetadataFile(tmp_path)
-    controller.on_change = lambda change: store.save(controller)
+    controller.on_change = lambda changes: store.save(controller)
     controller.create_topic("orders", 3, 3)
     controller.fence(2)
     assert (tmp_path / METADATA_FILE).exists()

@@ -291,11 +291,14 @@ class Cluster:
                 log.info("cluster: preferred leaders back for %s", ", ".join(f"{t}-{p}" for t, p in moved))
 
     # ----------------------------------------------------------------- controller hooks
-    def _changed(self, change: PartitionChange) -> None:
+    def _changed(self, changes: list[PartitionChange]) -> None:
+        """The controller decided: its records are saved (once per decision: a topic of 50
+        partitions is one write), then every running broker takes up each change."""
         self.metadata.save(self.controller)
-        for broker in self.brokers.values():
-            if broker.started and broker.replicas is not None:
-                broker.replicas.apply(change)
+        for change in changes:
+            for broker in self.brokers.values():
+                if broker.started and broker.replicas is not None:
+                    broker.replicas.apply(change)
 
     def _unclean_allowed(self, topic: str) -> bool:
         overrides = self.controller.topics[topic].configs if topic in self.controller.topics else {}

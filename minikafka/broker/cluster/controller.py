@@ -3,9 +3,10 @@
 minikafka runs its brokers in one process, so the controller is an object the brokers call rather
 than a KRaft quorum they talk to (a documented simplification: clients never speak to the quorum).
 It keeps Kafka's decisions: brokers are active, in a controlled shutdown, or fenced (crashed,
-stopped or cut off); partitions change by Kafka's rules (:mod:`.partition_state`); every change is
-handed to ``on_change`` at once, which is how the brokers learn that they lead or follow (Kafka's
-metadata propagation, made instant). Leaders ask for ISR changes with :meth:`alter_partition`,
+stopped or cut off); partitions change by Kafka's rules (:mod:`.partition_state`); the changes of
+one decision are handed to ``on_change`` at once, together (the records of one controller write),
+which is how the brokers learn that they lead or follow (Kafka's metadata propagation, made
+instant). Leaders ask for ISR changes with :meth:`alter_partition`,
 checked as Kafka's controller checks AlterPartition.
 
 Kafka: ``ReplicationControlManager`` (broker fencing, unfencing, controlled shutdown, ISR changes,
@@ -64,7 +65,7 @@ class Controller:
 
     def __init__(self, brokers: Iterable[tuple[int, str | None]], *,
                  unclean_allowed: Callable[[str], bool] = lambda topic: False,
-                 on_change: Callable[[PartitionChange], None] | None = None,
+                 on_change: Callable[[list[PartitionChange]], None] | None = None,
                  seed: int | None = None, cluster_id: str | None = None) -> None:
         """``brokers``: (node id, rack) of every broker, all fenced until they register
         (:meth:`unfence`); ``unclean_allowed(topic)``: the topic's ``unclean.leader.election.enable``."""
@@ -304,8 +305,7 @@ class Controller:
         return [PartitionChange(tp[0], tp[1], before, after)]
 
     def _publish(self, changes: list[PartitionChange]) -> list[PartitionChange]:
-        if self.on_change is not None:
-            for change in changes:
-                self.on_change(change)
+        if self.on_change is not None and changes:
+            self.on_change(changes)
         return changes
 
