@@ -114,7 +114,8 @@ _CODECS: list[tuple[ApiKey, str, int, int, str]] = [
     (ApiKey.LIST_GROUPS, "ListGroups", 0, 5, "kafka.protocol.admin.groups"),
     # SASL listeners (minikafka.broker.sasl); on other listeners they answer ILLEGAL_SASL_STATE
     (ApiKey.SASL_HANDSHAKE, "SaslHandshake", 0, 1, "kafka.protocol.sasl"),
-    (ApiKey.API_VERSIONS, "ApiVersions", 0, 4, "kafka.protocol.metadata"),
+    # v5: KIP-1242's cluster-id / node-id check; kafka-python's classes stop at v4
+    (ApiKey.API_VERSIONS, "ApiVersions", 0, 5, "minikafka.protocol.api_versions_apis"),
     (ApiKey.CREATE_TOPICS, "CreateTopics", 0, 7, "kafka.protocol.admin"),
     (ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 6, "kafka.protocol.admin"),
     (ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2, "kafka.protocol.admin"),

@@ -14,15 +14,15 @@ from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 
-_SCHEMAS = "minikafka.protocol.schemas"
+SCHEMAS = "minikafka.protocol.schemas"
 
 
-def _message(name: str) -> Any:
+def message(name: str) -> Any:
     """The kafka-python message class of ``name`` (``<name>.json`` in :mod:`minikafka.protocol.schemas`)."""
-    return types.new_class(name, (ApiMessage,), {"load_json": _SCHEMAS})
+    return types.new_class(name, (ApiMessage,), {"load_json": SCHEMAS})
 
 
-ConsumerGroupHeartbeatRequest = _message("ConsumerGroupHeartbeatRequest")
-ConsumerGroupHeartbeatResponse = _message("ConsumerGroupHeartbeatResponse")
-ConsumerGroupDescribeRequest = _message("ConsumerGroupDescribeRequest")
-ConsumerGroupDescribeResponse = _message("ConsumerGroupDescribeResponse")
+ConsumerGroupHeartbeatRequest = message("ConsumerGroupHeartbeatRequest")
+ConsumerGroupHeartbeatResponse = message("ConsumerGroupHeartbeatResponse")
+ConsumerGroupDescribeRequest = message("ConsumerGroupDescribeRequest")
+ConsumerGroupDescribeResponse = message("ConsumerGroupDescribeResponse")

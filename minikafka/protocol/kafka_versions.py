@@ -47,12 +47,12 @@ class KafkaRelease:
 K = ApiKey
 RELEASES: dict[str, KafkaRelease] = {
     "3.9": KafkaRelease("3.9", {
-        K.METADATA: (0, 12), K.CONSUMER_GROUP_HEARTBEAT: None, K.CONSUMER_GROUP_DESCRIBE: None,
+        K.API_VERSIONS: (0, 4), K.METADATA: (0, 12), K.CONSUMER_GROUP_HEARTBEAT: None, K.CONSUMER_GROUP_DESCRIBE: None,
     }, consumer_protocol=False),
     "4.0": KafkaRelease("4.0", {
         K.FETCH: (4, 17), K.LIST_OFFSETS: (1, 10), K.OFFSET_COMMIT: (2, 9), K.OFFSET_FETCH: (1, 9),
         K.JOIN_GROUP: (2, 9), K.CREATE_TOPICS: (2, 7), K.DELETE_TOPICS: (1, 6), K.DESCRIBE_CONFIGS: (1, 4),
-        K.METADATA: (0, 13),
+        K.METADATA: (0, 13), K.API_VERSIONS: (0, 4),
     }),
 }
 

@@ -1,4 +1,11 @@
-"""ApiVersions (key 18): what this broker speaks, with the KIP-511 fallback (docs/semantics.md#api-versions)."""
+"""ApiVersions (key 18): what this broker speaks, with the KIP-511 fallback (docs/semantics.md#api-versions).
+
+v5 (KIP-1242) carries the cluster id and node id the client expects to reach (both or neither,
+else INVALID_REQUEST); a broker that is not that one (another cluster, or another broker now at
+the address) answers REBOOTSTRAP_REQUIRED, so that the client bootstraps again instead of
+mixing two clusters' metadata. The cluster id is the one kept in the data dir (``meta.properties``)
+across restarts.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,10 @@ import re
 import struct
 from typing import Any
 
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
-
 from minikafka.broker.context import RequestContext
 from minikafka.broker.dispatch import ApiSpec
 from minikafka.errors import ErrorCode
+from minikafka.protocol.api_versions_apis import ApiVersionsRequest, ApiVersionsResponse
 from minikafka.protocol.apis import ApiKey
 
 GROUP_VERSION = "group.version"
@@ -31,6 +37,8 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
         for value in (request.client_software_name, request.client_software_version):
             if not value or not _SOFTWARE.fullmatch(value):
                 error = ErrorCode.INVALID_REQUEST
+    if version >= 5 and not error:
+        error = _expected_broker_error(ctx, request.cluster_id, request.node_id)
     keys = [] if error else [
         Response.ApiVersion(api_key=spec.key, min_version=spec.min_version, max_version=spec.max_version)
         for spec in sorted(ctx.services.api_table.values(), key=lambda s: s.key)
@@ -41,6 +49,15 @@ async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersion
     if version >= 3 and not error:
         fields.update(_features(Response, version, ctx.services.groups.consumer.enabled))
     return Response(**fields)
+
+
+def _expected_broker_error(ctx: RequestContext, cluster_id: str | None, node_id: int) -> ErrorCode:
+    """KIP-1242: NONE when the request names no broker or names this one."""
+    if (cluster_id is None) != (node_id == -1):
+        return ErrorCode.INVALID_REQUEST  # one without the other
+    if cluster_id is None or (cluster_id == ctx.services.storage.cluster_id and node_id == ctx.services.node_id):
+        return ErrorCode.NONE
+    return ErrorCode.REBOOTSTRAP_REQUIRED
 
 
 def _features(Response: Any, version: int, consumer_protocol: bool) -> dict[str, Any]:
