@@ -26,7 +26,7 @@ from kafka.protocol.admin import (
     ListTransactionsRequest,
 )
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -36,6 +36,7 @@ from kafka.protocol.producer import (
 )
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from minikafka.protocol.api_versions_apis import ApiVersionsRequest
 from minikafka.protocol.apis import ApiCodec, ApiKey
 from minikafka.protocol.consumer_group_apis import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from tests.kafka_wire import build_batch, produce_request
