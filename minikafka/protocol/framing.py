@@ -44,11 +44,13 @@ class FrameReader(asyncio.BufferedProtocol):
     ``limit`` is the largest frame accepted (the connection lowers it before SASL
     authentication). The write side's flow control is here too, since an asyncio transport
     reports it to its protocol: :meth:`drained` waits while the transport holds more than its
-    high-water mark of unsent bytes.
+    high-water mark of unsent bytes. ``trusted``: the other end is one of the cluster's brokers, so
+    a large frame gets a buffer of its announced size at once, without growing (and copying) it.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, trusted: bool = False) -> None:
         self.limit = limit
+        self.trusted = trusted
         self.frames: deque[bytes | memoryview] = deque()
         self.queued_bytes = 0  # sizes of the frames in ``frames``
         self.error: FrameTooLarge | None = None  # a bad size prefix: nothing after it is read
@@ -180,7 +182,7 @@ class FrameReader(asyncio.BufferedProtocol):
         self._start, self._end = start, end
 
     def _start_big(self, size: int, head: memoryview) -> None:
-        big = bytearray(min(size, max(FIRST_FRAME_BUFFER, 4 * len(head))))
+        big = bytearray(size if self.trusted else min(size, max(FIRST_FRAME_BUFFER, 4 * len(head))))
         big[: len(head)] = head
         self._big, self._big_size, self._big_filled = big, size, len(head)
 
