@@ -268,7 +268,7 @@ class PartitionLog:
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
         return self.high_watermark
 
-    def truncate_to(self, offset: int) -> bool:
+    def truncate_to(self, offset: int, *, fully: bool = False) -> bool:
         """Drop every offset from ``offset`` on (a follower whose log diverged from the new leader's).
 
         Segments above it are deleted, the one holding it is cut at the batch holding it (with its
@@ -276,17 +276,19 @@ class PartitionLog:
         snapshot at or below the new log end plus the log after it (later snapshots are deleted).
         The log start offset is capped at ``offset``, the high watermark at the new log end; an
         ``offset`` below every segment empties the log and starts it there. Returns False when
-        ``offset`` is at or past the log end (nothing to do). Kafka: ``UnifiedLog.truncateTo``."""
+        ``offset`` is at or past the log end (nothing to do). ``fully`` empties the log wherever
+        ``offset`` is and starts it there, with no epochs (a follower below its leader's log start).
+        Kafka: ``UnifiedLog.truncateTo``, ``truncateFullyAndStartAt``."""
         if offset < 0:
             raise ValueError(f"cannot truncate {self.name} to the negative offset {offset}")
         now = self._append_time(None)
-        if offset >= self.log_end_offset:
+        if offset >= self.log_end_offset and not fully:
             self.epochs.truncate_from_end(offset)  # an empty leadership's entry at the log end goes
             return False
         log.info("%s: truncating to offset %d (log end %d)", self.name, offset, self.log_end_offset)
         s = self._settings
         ps = self.producer_state
-        doomed = self._segments.above(offset)
+        doomed = list(self._segments) if fully else self._segments.above(offset)
         try:
             fresh = (LogSegment.create(self.dir, offset, s.index_max_bytes, s.index_interval_bytes, now)
                      if len(doomed) == len(self._segments) else None)
@@ -305,8 +307,11 @@ class PartitionLog:
         self.log_end_offset = active.next_offset
         self.log_start_offset = min(offset, self.log_start_offset) if fresh is None else offset
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.high_watermark = min(self.high_watermark, self.log_end_offset)
-        self.epochs.truncate_from_end(self.log_end_offset)
+        self.high_watermark = self.log_end_offset if fully else min(self.high_watermark, self.log_end_offset)
+        if fully:
+            self.epochs.clear()
+        else:
+            self.epochs.truncate_from_end(self.log_end_offset)
         rebuild_producer_state(ps, self._segments, self.log_start_offset, self.log_end_offset, now, self.name)
         return True
 

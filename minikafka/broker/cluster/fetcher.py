@@ -4,9 +4,21 @@ Each loop sends Fetch v12 with this broker's id as ``replica_id``, for every par
 from that leader: its log end as the fetch offset, the epoch of its last batch as
 ``last_fetched_epoch``, the leader epoch it knows as ``current_leader_epoch``. The answer's batches
 are appended with the leader's offsets and epochs, the high watermark becomes min(leader's, own log
-end). A ``diverging_epoch`` answer means the follower's tail was never the leader's: it truncates as
-Kafka's follower does (``AbstractFetcherThread.getOffsetTruncationState``) and fetches again. Errors
-back off ``replica.fetch.backoff.ms``; FENCED_LEADER_EPOCH waits for the controller's next word.
+end), and the log start moves up to the leader's (as in Kafka's
+``ReplicaFetcherThread.processPartitionData``). A ``diverging_epoch`` answer means the follower's
+tail was never the leader's: it truncates as Kafka's follower does
+(``AbstractFetcherThread.getOffsetTruncationState``) and fetches again. Errors back off ``replica.fetch.backoff.ms``; FENCED_LEADER_EPOCH waits for the controller's next word.
+
+OFFSET_OUT_OF_RANGE means the follower's log end is outside the leader's log. The follower asks
+the leader for its log end (ListOffsets as a replica: the log end offset, not the high watermark):
+if that is below its own, it truncates to it; otherwise it asks for the leader's log start, and if
+its own log ends below that (records deleted on the leader by DeleteRecords or retention while the
+follower was away), it empties its log and starts it at the leader's log start. Kafka:
+``AbstractFetcherThread.handleOutOfRangeError`` / ``fetchOffsetAndTruncate``,
+https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/AbstractFetcherThread.scala.
+
+The answers are decoded by :mod:`minikafka.protocol.replica_fetch`, and each partition's records
+are appended from the buffer the answer was received into.
 """
 
 from __future__ import annotations
@@ -16,12 +28,20 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import ListOffsetsRequest
 
 from minikafka.broker.cluster.peer_client import PeerClient, PeerUnavailable
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.protocol.replica_fetch import (
+    FetchAnswer,
+    FetchPosition,
+    PartitionAnswer,
+    decode_fetch_answer,
+    encode_fetch_request,
+)
 from minikafka.storage.disk_format import TopicPartition
 
 if TYPE_CHECKING:
@@ -31,9 +51,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 12
-_RETRIABLE = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH,
-                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.OFFSET_OUT_OF_RANGE})
+LIST_OFFSETS_VERSION = 4
+LATEST, EARLIEST = -1, -2
 
 
 @dataclass
@@ -41,6 +60,7 @@ class _Followed:
     leader: int
     leader_epoch: int
     fenced: bool = False  # FENCED_LEADER_EPOCH: wait for the controller
+    out_of_range: bool = False  # OFFSET_OUT_OF_RANGE: ask the leader where its log ends first
 
 
 def truncation_offset(plog: PartitionLog, leader_epoch: int, leader_end: int) -> int:
@@ -125,37 +145,38 @@ class Fetchers:
                         await client.close()
                     client = PeerClient(address[0], address[1], f"replica-fetcher-{self.node_id}")
                 try:
-                    response = await client.request(self._request(parts, max_wait_ms), max_wait_ms / 1000 + 10)
+                    if any(f.out_of_range for f in parts.values()):
+                        progressed = await self._reset_out_of_range(client, parts)
+                    else:
+                        request = self._request(parts, max_wait_ms, client.client_id)
+                        response = await client.send(request, decode_fetch_answer, max_wait_ms / 1000 + 10)
+                        progressed = self._handle(parts, response)
                 except (PeerUnavailable, TimeoutError) as exc:
                     log.debug("node %d: fetch from leader %d failed: %s", self.node_id, leader, exc)
-                    await asyncio.sleep(backoff)
-                    continue
-                if not self._handle(parts, response):
+                    progressed = False
+                if not progressed:
                     await asyncio.sleep(backoff)
         finally:
             if client is not None:
                 await client.close()
 
-    def _request(self, parts: dict[TopicPartition, _Followed], max_wait_ms: int) -> Any:
-        Request = FetchRequest[FETCH_VERSION]
-        Topic = Request.FetchTopic
-        by_topic: dict[str, list[Any]] = {}
+    def _request(self, parts: dict[TopicPartition, _Followed], max_wait_ms: int,
+                 client_id: str) -> Callable[[int], bytes]:
+        """The Fetch for ``parts``, as a function of its correlation id."""
+        by_topic: dict[str, list[FetchPosition]] = {}
         max_bytes = int(self.config.get("replica.fetch.max.bytes"))
         for (topic, partition), followed in parts.items():
             plog = self.storage.get_log(topic, partition)
             if plog is None:
                 continue
-            by_topic.setdefault(topic, []).append(Topic.FetchPartition(
-                partition=partition, current_leader_epoch=followed.leader_epoch, fetch_offset=plog.log_end_offset,
-                last_fetched_epoch=plog.epochs.latest_epoch, log_start_offset=plog.log_start_offset,
-                partition_max_bytes=max_bytes))
-        return Request(replica_id=self.node_id, max_wait_ms=max_wait_ms, min_bytes=1,
-                       max_bytes=int(self.config.get("replica.fetch.response.max.bytes")), isolation_level=0,
-                       session_id=0, session_epoch=-1,
-                       topics=[Topic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-                       forgotten_topics_data=[], rack_id="")
+            by_topic.setdefault(topic, []).append(FetchPosition(
+                partition, followed.leader_epoch, plog.log_end_offset, plog.epochs.latest_epoch,
+                plog.log_start_offset, max_bytes))
+        response_max_bytes = int(self.config.get("replica.fetch.response.max.bytes"))
+        return partial(encode_fetch_request, client_id=client_id, replica_id=self.node_id, max_wait_ms=max_wait_ms,
+                       max_bytes=response_max_bytes, topics=by_topic)
 
-    def _handle(self, parts: dict[TopicPartition, _Followed], response: Any) -> bool:
+    def _handle(self, parts: dict[TopicPartition, _Followed], response: FetchAnswer) -> bool:
         """Apply one answer; False when every partition in it failed (the loop backs off)."""
         progressed = False
         for topic in response.responses:
@@ -172,15 +193,18 @@ class Fetchers:
                                 followed.leader, exc)
         return progressed
 
-    def _apply(self, tp: TopicPartition, followed: _Followed, plog: PartitionLog, p: Any) -> bool:
+    def _apply(self, tp: TopicPartition, followed: _Followed, plog: PartitionLog, p: PartitionAnswer) -> bool:
         error = ErrorCode(p.error_code)
         if error == ErrorCode.FENCED_LEADER_EPOCH:
             followed.fenced = True  # the leader is newer than what we were told: wait for the controller
             return False
-        if error in _RETRIABLE or error != ErrorCode.NONE:
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            followed.out_of_range = True
+            return True  # the next round asks the leader where its log is
+        if error != ErrorCode.NONE:
             log.debug("node %d: %s-%d: fetch answered %s", self.node_id, tp[0], tp[1], error.name)
             return False
-        diverging = getattr(p, "diverging_epoch", None)
+        diverging = p.diverging_epoch
         if diverging is not None and diverging.end_offset >= 0:
             target = truncation_offset(plog, diverging.epoch, diverging.end_offset)
             log.info("node %d: %s-%d diverged from leader %d (its epoch %d ends at %d): truncating to %d",
@@ -190,4 +214,53 @@ class Fetchers:
         if p.records:
             plog.append_as_follower(p.records)
         plog.update_high_watermark(min(p.high_watermark, plog.log_end_offset))
+        if plog.log_start_offset < p.log_start_offset <= plog.high_watermark:
+            plog.delete_records(p.log_start_offset)  # records deleted on the leader (DeleteRecords, retention)
         return True
+
+    # ----------------------------------------------------------------- out of range
+    async def _reset_out_of_range(self, client: PeerClient, parts: dict[TopicPartition, _Followed]) -> bool:
+        """Bring every out-of-range partition back inside the leader's log (see the module
+        docstring); False when the leader could not say where its log is for any of them."""
+        progressed = False
+        for tp, followed in parts.items():
+            plog = self.storage.get_log(*tp)
+            if not followed.out_of_range or plog is None:
+                continue
+            leader_end = await self._leader_offset(client, tp, followed, LATEST)
+            if leader_end is None or self.followed.get(tp) is not followed:
+                continue
+            if leader_end < plog.log_end_offset:
+                log.warning("node %d: %s-%d: leader %d's log ends at %d, below this replica's end %d: truncating",
+                            self.node_id, tp[0], tp[1], followed.leader, leader_end, plog.log_end_offset)
+                plog.truncate_to(leader_end)
+            else:
+                leader_start = await self._leader_offset(client, tp, followed, EARLIEST)
+                if leader_start is None or self.followed.get(tp) is not followed:
+                    continue
+                if leader_start > plog.log_end_offset:
+                    log.warning("node %d: %s-%d: leader %d's log starts at %d, past this replica's end %d: "
+                                "starting the log afresh there", self.node_id, tp[0], tp[1], followed.leader,
+                                leader_start, plog.log_end_offset)
+                    plog.truncate_to(leader_start, fully=True)
+            followed.out_of_range = False
+            progressed = True
+        return progressed
+
+    async def _leader_offset(self, client: PeerClient, tp: TopicPartition, followed: _Followed,
+                             timestamp: int) -> int | None:
+        """The leader's log end (LATEST) or start (EARLIEST), asked as a replica; None on an error."""
+        Request = ListOffsetsRequest[LIST_OFFSETS_VERSION]
+        Topic = Request.ListOffsetsTopic
+        request = Request(replica_id=self.node_id, isolation_level=0, topics=[Topic(name=tp[0], partitions=[
+            Topic.ListOffsetsPartition(partition_index=tp[1], current_leader_epoch=followed.leader_epoch,
+                                       timestamp=timestamp)])])
+        response = await client.request(request, 30)
+        answer = response.topics[0].partitions[0]
+        error = ErrorCode(answer.error_code)
+        if error == ErrorCode.FENCED_LEADER_EPOCH:
+            followed.fenced = True
+        if error != ErrorCode.NONE:
+            log.debug("node %d: %s-%d: ListOffsets answered %s", self.node_id, tp[0], tp[1], error.name)
+            return None
+        return int(answer.offset)

@@ -1,6 +1,8 @@
 """ListOffsets (key 2): earliest, latest, max-timestamp and by-timestamp lookups.
 
-From v2 a request carries an isolation level: for read_committed the latest offset is the last
+A follower (``replica_id`` >= 0) asking for the latest offset is told the log end offset, which
+it compares with its own when its fetch was out of range (Kafka answers a replica without an
+isolation level: ``UnifiedLog.fetchOffsetByTimestamp``). From v2 a request carries an isolation level: for read_committed the latest offset is the last
 stable offset, and a timestamp lookup that lands at or beyond the readable end (the last stable
 offset, resp. the high watermark) answers offset -1, timestamp -1, as Kafka does
 (docs/semantics.md#txn-fetch).
@@ -78,6 +80,8 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
             else:
                 old_style = legacy.offsets_before(partition_log, part.timestamp, part.max_num_offsets,
                                                   ctx.services.clock())
+        elif part.timestamp == LATEST and request.replica_id >= 0:  # a follower asks where the log ends
+            offset = partition_log.log_end_offset
         elif part.timestamp == LATEST:
             if lagging(partition_log):
                 error = not_available
