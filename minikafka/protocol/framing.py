@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import sys
 from collections import deque
 
 _SIZE = struct.Struct(">i")
@@ -44,8 +45,12 @@ class FrameReader(asyncio.BufferedProtocol):
     ``limit`` is the largest frame accepted (the connection lowers it before SASL
     authentication). The write side's flow control is here too, since an asyncio transport
     reports it to its protocol: :meth:`drained` waits while the transport holds more than its
-    high-water mark of unsent bytes. ``trusted``: the other end is one of the cluster's brokers, so
-    a large frame gets a buffer of its announced size at once, without growing (and copying) it.
+    high-water mark of unsent bytes.
+
+    ``trusted``: the other end is one of the cluster's brokers (a follower reading 1 MB Fetch
+    answers), so a large frame gets a buffer of its announced size at once, without growing (and
+    copying) it, and the buffer of the last large frame is used again once nothing refers to it
+    any more (the frame and every view of it are gone), instead of allocating a fresh one.
     """
 
     def __init__(self, limit: int, *, trusted: bool = False) -> None:
@@ -62,6 +67,7 @@ class FrameReader(asyncio.BufferedProtocol):
         self._big: bytearray | None = None  # the own buffer of a frame larger than _buf
         self._big_size = 0
         self._big_filled = 0
+        self._spare: bytearray | None = None  # trusted: the last large frame's buffer, to reuse
         self._reading_paused = False
         self._writing_paused = False
         self._waiter: asyncio.Future[None] | None = None
@@ -116,7 +122,7 @@ class FrameReader(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._big is not None:
-            return memoryview(self._big)[self._big_filled :]
+            return memoryview(self._big)[self._big_filled : self._big_size]
         if self._end == len(self._buf):  # full: move the incomplete frame to the front
             tail = self._end - self._start
             self._buf[:tail] = self._buf[self._start : self._end]
@@ -182,7 +188,10 @@ class FrameReader(asyncio.BufferedProtocol):
         self._start, self._end = start, end
 
     def _start_big(self, size: int, head: memoryview) -> None:
-        big = bytearray(size if self.trusted else min(size, max(FIRST_FRAME_BUFFER, 4 * len(head))))
+        if self.trusted:
+            big = self._spare_for(size)
+        else:
+            big = bytearray(min(size, max(FIRST_FRAME_BUFFER, 4 * len(head))))
         big[: len(head)] = head
         self._big, self._big_size, self._big_filled = big, size, len(head)
 
@@ -192,12 +201,22 @@ class FrameReader(asyncio.BufferedProtocol):
         self._big_filled += nbytes
         if self._big_filled == self._big_size:
             self._big = None
-            self.frames.append(memoryview(big))
+            self.frames.append(memoryview(big)[: self._big_size])
             self.queued_bytes += self._big_size
+            if self.trusted:
+                self._spare = big
         elif self._big_filled == len(big):
             grown = bytearray(min(self._big_size, 4 * len(big)))
             grown[: len(big)] = big
             self._big = grown
+
+    def _spare_for(self, size: int) -> bytearray:
+        """The last large frame's buffer if it is big enough and nothing refers to it any more
+        (the only references left: this reader's, this frame's and getrefcount's own), else a new one."""
+        spare = self._spare
+        if spare is not None and len(spare) >= size and sys.getrefcount(spare) == 3:
+            return spare
+        return bytearray(size)
 
     def _refuse(self, size: int) -> None:
         self.error = FrameTooLarge(f"frame size {size} outside 0..{self.limit}")
