@@ -98,6 +98,24 @@ def test_an_announced_size_alone_does_not_reserve_the_frame() -> None:
     assert len(reader.get_buffer(-1)) <= FIRST_FRAME_BUFFER  # not 500 MiB
 
 
+def test_a_trusted_reader_reuses_a_large_frame_buffer_only_once_nothing_refers_to_it() -> None:
+    reader = FrameReader(1 << 30, trusted=True)
+    big, smaller = b"a" * (4 * READ_BUFFER), b"b" * (2 * READ_BUFFER)
+    first = framed(big) + framed(smaller)
+    read_into(reader, first[: len(first) - 10])  # the second frame is not whole yet
+    held = reader.pop()
+    read_into(reader, first[len(first) - 10 :])
+    second = reader.pop()
+    assert (bytes(held), bytes(second)) == (big, smaller)
+    assert second.obj is not held.obj  # the first frame was still in use: a buffer of its own
+    buffer = id(second.obj)  # (an id: a reference here would keep it in use)
+    del held, second
+    read_into(reader, framed(smaller) + framed(b"c" * 100))  # the next frame's bytes stay out of it
+    again = reader.pop()
+    assert id(again.obj) == buffer and bytes(again) == smaller
+    assert taken(reader) == [b"c" * 100]
+
+
 def test_a_frame_above_the_limit_stops_the_cutting() -> None:
     reader = FrameReader(100)
     read_into(reader, framed(b"ok") + framed(b"x" * 101) + framed(b"never"))
