@@ -24,7 +24,6 @@ are appended from the buffer the answer was received into.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIST_OFFSETS_VERSION = 4
+#: how long stop() waits for the cancelled fetch loops to end
+STOP_TIMEOUT_S = 5.0
 LATEST, EARLIEST = -1, -2
 
 
@@ -116,11 +117,17 @@ class Fetchers:
         self.followed.clear()
         for wake in self._wake.values():
             wake.set()
-        for task in self._loops.values():
+        loops = list(self._loops.values())
+        for task in loops:
             task.cancel()
-        for task in self._loops.values():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if loops:
+            done, pending = await asyncio.wait(loops, timeout=STOP_TIMEOUT_S)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    log.error("node %d: %s failed: %r", self.node_id, task.get_name(), task.exception())
+            for task in pending:  # bounded: a stop never hangs on a loop; say which one held out
+                log.warning("node %d: %s did not end within %.0f s of its cancellation", self.node_id,
+                            task.get_name(), STOP_TIMEOUT_S)
         self._loops.clear()
 
     # ----------------------------------------------------------------- one leader's loop

@@ -130,8 +130,11 @@ class PeerClient:
             answer.set_result(decode(frame))
 
     async def close(self) -> None:
+        """Drop the connection and wait for the answer reader to end. Aborted, not closed: a
+        close waits to send what is still buffered, which a peer that stopped reading (wedged,
+        or cut off by the test kit's isolation) never takes, and nobody waits for those answers."""
         if self._transport is not None:
-            self._transport.close()
+            self._transport.abort()
         if self._reader_task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reader_task
