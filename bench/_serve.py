@@ -19,12 +19,12 @@ MEMORY_DIR: str | None = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
 @contextmanager
 def serve(
-    *args: str, data_dir: str | None = None, data_dir_base: str | None = None
+    *args: str, data_dir: str | None = None, data_dir_base: str | None = None, env: dict[str, str] | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[str], str]]:
     """Yield (bootstrap, process, data dir); the broker (or cluster) is stopped with SIGTERM afterwards.
 
     Without ``data_dir`` a fresh one is made under ``data_dir_base`` (default: ``$BENCH_DIR`` or
-    the temp dir) and removed afterwards."""
+    the temp dir) and removed afterwards. ``env``: the child's environment (default: this one's)."""
     made = data_dir is None
     directory = data_dir or tempfile.mkdtemp(prefix="minikafka-bench-",
                                              dir=data_dir_base or os.environ.get("BENCH_DIR"))
@@ -33,6 +33,7 @@ def serve(
          "--log-level", "WARNING", *args],
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 60

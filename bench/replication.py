@@ -4,8 +4,10 @@ Throughput: ``minikafka serve --brokers 3`` in a separate process. An idempotent
 producer (acks=all, 1 KiB values, spread round-robin over ``--partitions`` partitions) delivers
 ``--records`` records to a topic with replication factor 3 and min.insync.replicas=2, and the same
 to a topic with replication factor 1 on the same cluster; rounds alternate which goes first.
-Prints MB/s of each, the ratio RF3/RF1 per round and its median (goal >= 0.5), and the cluster
-process's CPU time (user + system, /proc/<pid>/stat) per GB produced.
+Prints MB/s of each, the ratio RF3/RF1 per round and its median (goal >= 0.5), the cluster
+process's CPU time (user + system, /proc/<pid>/stat) per GB produced, and RF3's CPU per GB over
+RF1's. ``--compare CHECKOUT`` runs the same on a second cluster started from another checkout
+(e.g. a git worktree of main), its runs alternating with this one's: a before/after in one run.
 
 Failover: a 3-broker ``ClusterThread`` in this process, a 1-partition topic with RF 3 and
 min.insync.replicas=2, and an idempotent acks=all producer in a process of its own writing one
@@ -16,11 +18,13 @@ p99 over the crashes, then reads the partition back and checks that every acknow
 there exactly once.
 
     .venv/bin/python -m bench.replication [--rounds 3] [--records 200000] [--crashes 10]
+        [--only throughput --compare ../main]   # before/after: another checkout's cluster alongside
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -51,31 +55,52 @@ def create_topics(bootstrap: str, topics: list[NewTopic]) -> None:
 
 
 def throughput(args: argparse.Namespace) -> None:
-    """RF3 beside RF1 on one 3-broker cluster, alternating rounds."""
+    """RF3 beside RF1 on one 3-broker cluster, alternating rounds; with ``--compare``, the same
+    on a second cluster run from another checkout, its runs alternating with this one's."""
     value = os.urandom(args.value_size)
     total = args.records * args.value_size
-    mb_s: dict[str, list[float]] = {"rf1": [], "rf3": []}
-    cpu = {"rf1": 0.0, "rf3": 0.0}
-    with serve("--brokers", "3", data_dir_base=MEMORY_DIR) as (bootstrap, proc, _dir):
-        create_topics(bootstrap, [NewTopic(f"repl-{mode}-{r}", args.partitions, int(mode[-1]),
-                                           config=MIN_INSYNC if mode == "rf3" else {})
-                                  for r in range(args.rounds) for mode in ("rf1", "rf3")])
+    codes = {"this": None} if args.compare is None else {"this": None, "compare": args.compare}
+    mb_s: dict[tuple[str, str], list[float]] = {(c, m): [] for c in codes for m in ("rf1", "rf3")}
+    cpu = dict.fromkeys(mb_s, 0.0)
+    with contextlib.ExitStack() as stack:
+        clusters = {code: stack.enter_context(serve("--brokers", "3", data_dir_base=MEMORY_DIR,
+                                                    env=checkout_env(checkout)))
+                    for code, checkout in codes.items()}
+        for bootstrap, _proc, _dir in clusters.values():
+            create_topics(bootstrap, [NewTopic(f"repl-{mode}-{r}", args.partitions, int(mode[-1]),
+                                               config=MIN_INSYNC if mode == "rf3" else {})
+                                      for r in range(args.rounds) for mode in ("rf1", "rf3")])
         for r in range(args.rounds):
-            for mode in ("rf1", "rf3") if r % 2 == 0 else ("rf3", "rf1"):
+            runs = [(code, mode) for code in codes for mode in ("rf1", "rf3")]
+            for code, mode in runs if r % 2 == 0 else runs[::-1]:
+                bootstrap, proc, _dir = clusters[code]
                 before = cpu_seconds(proc.pid)
                 seconds = produce_seconds(bootstrap, f"repl-{mode}-{r}", args.records, value, True)
-                cpu[mode] += cpu_seconds(proc.pid) - before
-                mb_s[mode].append(total / seconds / 1e6)
-            print(f"round {r + 1}: RF1 {mb_s['rf1'][-1]:6.1f} MB/s, RF3 {mb_s['rf3'][-1]:6.1f} MB/s, "
-                  f"RF3/RF1 {mb_s['rf3'][-1] / mb_s['rf1'][-1]:.3f}", flush=True)
-    ratios = [a / b for a, b in zip(mb_s["rf3"], mb_s["rf1"], strict=True)]
+                cpu[code, mode] += cpu_seconds(proc.pid) - before
+                mb_s[code, mode].append(total / seconds / 1e6)
+            print(f"round {r + 1}: " + "; ".join(
+                f"{code}: RF1 {mb_s[code, 'rf1'][-1]:6.1f} MB/s, RF3 {mb_s[code, 'rf3'][-1]:6.1f} MB/s, "
+                f"RF3/RF1 {mb_s[code, 'rf3'][-1] / mb_s[code, 'rf1'][-1]:.3f}" for code in codes), flush=True)
     print(f"records={args.records} value={args.value_size}B total={total / 1e6:.1f} MB per run, "
           f"{args.partitions} partitions, idempotent, acks=all, 3 brokers in one process, data dir in "
           f"{MEMORY_DIR or 'tmp'}; median (range) of {args.rounds} rounds")
-    for mode, label in (("rf1", "RF1                 "), ("rf3", "RF3, min.insync 2   ")):
-        print(f"{label}: {fmt_range(mb_s[mode], '.1f')} MB/s, cluster CPU "
-              f"{cpu[mode] / (total * args.rounds / 1e9):.2f} s per GB produced")
-    print(f"RF3 / RF1 throughput: {fmt_range(ratios, '.3f')}  (goal >= 0.5)")
+    gb = total * args.rounds / 1e9
+    for code, checkout in codes.items():
+        if len(codes) > 1:
+            print(f"{code} ({checkout or 'this checkout'}):")
+        for mode, label in (("rf1", "RF1                 "), ("rf3", "RF3, min.insync 2   ")):
+            print(f"{label}: {fmt_range(mb_s[code, mode], '.1f')} MB/s, cluster CPU "
+                  f"{cpu[code, mode] / gb:.2f} s per GB produced")
+        ratios = [a / b for a, b in zip(mb_s[code, "rf3"], mb_s[code, "rf1"], strict=True)]
+        print(f"RF3 / RF1 throughput: {fmt_range(ratios, '.3f')}  (goal >= 0.5)")
+        print(f"RF3 / RF1 cluster CPU per GB: {cpu[code, 'rf3'] / cpu[code, 'rf1']:.2f}")
+
+
+def checkout_env(checkout: str | None) -> dict[str, str] | None:
+    """The environment that makes ``python -m minikafka`` import the package of ``checkout``."""
+    if checkout is None:
+        return None
+    return {**os.environ, "PYTHONPATH": os.path.abspath(checkout)}
 
 
 def fmt_range(values: list[float], spec: str) -> str:
@@ -237,6 +262,9 @@ def main() -> None:
     parser.add_argument("--crashes", type=int, default=10)
     parser.add_argument("--interval-ms", type=float, default=2.0, help="pace of the failover producer")
     parser.add_argument("--only", choices=("throughput", "failover"))
+    parser.add_argument("--compare", metavar="CHECKOUT",
+                        help="throughput also on a cluster run from this checkout of minikafka (e.g. a git "
+                             "worktree of main), its runs alternating with this one's")
     args = parser.parse_args()
     if args.only != "failover":
         throughput(args)

@@ -61,6 +61,7 @@ class Connection:
                 pass
         self.closed = False
         self.in_request = False
+        self.request_started = 0.0  # monotonic time the request being handled was read
         #: monotonic time of the last complete request or response; the idle sweeper reads it
         self.last_active = time.monotonic()
         #: answers not yet handed to the transport, in request order
@@ -95,7 +96,7 @@ class Connection:
                             log.debug("connection from %s closed in the middle of a frame", self.peer)
                         return
                 payload = reader.pop()
-                self.last_active = time.monotonic()
+                self.last_active = self.request_started = time.monotonic()
                 self.in_request = True
                 try:
                     outcome = self.handle_frame(payload)
