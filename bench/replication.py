@@ -15,7 +15,7 @@ record every ``--interval-ms``. ``--crashes`` times: wait until all three replic
 writes are acknowledged, crash the partition's leader (a kill -9), and time from the crash to the
 first acknowledgement of a record sent after it; then start the broker again. Prints median and
 p99 over the crashes, then reads the partition back and checks that every acknowledged record is
-there exactly once.
+there exactly once. Last, how long stopping the cluster took.
 
     .venv/bin/python -m bench.replication [--rounds 3] [--records 200000] [--crashes 10]
         [--only throughput --compare ../main]   # before/after: another checkout's cluster alongside
@@ -171,49 +171,58 @@ def wait_in_sync(cluster: ClusterThread, topic: str, timeout: float = 60) -> Non
 
 def failover(args: argparse.Namespace) -> None:
     """Crash the leader ``args.crashes`` times under a steady idempotent producer."""
-    topic = "failover"
-    with tempfile.TemporaryDirectory(prefix="minikafka-bench-", dir=MEMORY_DIR) as data_dir, \
-            ClusterThread(brokers=3, data_dir=data_dir) as cluster:
-        bootstrap = cluster.bootstrap
-        create_topics(bootstrap, [NewTopic(topic, 1, 3, config=MIN_INSYNC)])
-        child = subprocess.Popen(
-            [sys.executable, "-m", "bench._steady_producer", bootstrap, topic, str(args.interval_ms),
-             str(args.value_size)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        log = AckLog()
-        reader = threading.Thread(target=log.read, args=(child.stdout,), name="acks", daemon=True)
-        reader.start()
-        times: list[float] = []
-        fenced: list[float] = []  # crash() returns after the broker stopped and was fenced
+    with tempfile.TemporaryDirectory(prefix="minikafka-bench-", dir=MEMORY_DIR) as data_dir:
+        cluster = ClusterThread(brokers=3, data_dir=data_dir).start()
         try:
-            log.wait_ack(0.0, 60)
-            for n in range(args.crashes):
-                wait_in_sync(cluster, topic)
-                log.wait_ack(time.monotonic(), 30)  # writes flow with the full ISR
-                leader = cluster.leader(topic, 0)
-                crashed_at = time.monotonic()
-                cluster.crash(leader)  # returns once the controller has fenced the broker
-                fenced.append(time.monotonic() - crashed_at)
-                seq, _sent, acked = log.wait_ack(crashed_at, 60)
-                times.append(acked - crashed_at)
-                print(f"crash {n + 1}: broker {leader} down, fenced after {fenced[-1] * 1e3:.0f} ms, new leader "
-                      f"{cluster.leader(topic, 0)}, first write after the crash acknowledged in "
-                      f"{times[-1] * 1e3:.0f} ms (record {seq})", flush=True)
-                cluster.start_broker(leader)
-            wait_in_sync(cluster, topic)
+            crash_leaders(cluster, "failover", args)
         finally:
-            assert child.stdin is not None
-            child.stdin.write("stop\n")
-            child.stdin.close()
-            reader.join(180)
-            reap(child)
-        print(f"{args.crashes} leader crashes, 1 partition, RF 3, min.insync.replicas=2, idempotent acks=all "
-              f"producer (librdkafka defaults otherwise), one {args.value_size} B record every "
-              f"{args.interval_ms} ms")
-        print(f"crash to first acknowledged write after it: median {statistics.median(times) * 1e3:.0f} ms, "
-              f"p99 {percentile(times, 0.99) * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms")
-        print(f"of which crash to fenced (ClusterThread.crash returning): median {statistics.median(fenced) * 1e3:.0f} ms, "
-              f"p99 {percentile(fenced, 0.99) * 1e3:.0f} ms")
-        check_read_back(bootstrap, topic, log)
+            started = time.monotonic()
+            cluster.stop()
+            print(f"cluster stopped in {(time.monotonic() - started) * 1e3:.0f} ms", flush=True)
+
+
+def crash_leaders(cluster: ClusterThread, topic: str, args: argparse.Namespace) -> None:
+    """The crash cycles of :func:`failover` and the check of what was acknowledged."""
+    bootstrap = cluster.bootstrap
+    create_topics(bootstrap, [NewTopic(topic, 1, 3, config=MIN_INSYNC)])
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bench._steady_producer", bootstrap, topic, str(args.interval_ms),
+         str(args.value_size)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    log = AckLog()
+    reader = threading.Thread(target=log.read, args=(child.stdout,), name="acks", daemon=True)
+    reader.start()
+    times: list[float] = []
+    fenced: list[float] = []  # crash() returns after the broker stopped and was fenced
+    try:
+        log.wait_ack(0.0, 60)
+        for n in range(args.crashes):
+            wait_in_sync(cluster, topic)
+            log.wait_ack(time.monotonic(), 30)  # writes flow with the full ISR
+            leader = cluster.leader(topic, 0)
+            crashed_at = time.monotonic()
+            cluster.crash(leader)  # returns once the controller has fenced the broker
+            fenced.append(time.monotonic() - crashed_at)
+            seq, _sent, acked = log.wait_ack(crashed_at, 60)
+            times.append(acked - crashed_at)
+            print(f"crash {n + 1}: broker {leader} down, fenced after {fenced[-1] * 1e3:.0f} ms, new leader "
+                  f"{cluster.leader(topic, 0)}, first write after the crash acknowledged in "
+                  f"{times[-1] * 1e3:.0f} ms (record {seq})", flush=True)
+            cluster.start_broker(leader)
+        wait_in_sync(cluster, topic)
+    finally:
+        assert child.stdin is not None
+        child.stdin.write("stop\n")
+        child.stdin.close()
+        reader.join(180)
+        reap(child)
+    print(f"{args.crashes} leader crashes, 1 partition, RF 3, min.insync.replicas=2, idempotent acks=all "
+          f"producer (librdkafka defaults otherwise), one {args.value_size} B record every "
+          f"{args.interval_ms} ms")
+    print(f"crash to first acknowledged write after it: median {statistics.median(times) * 1e3:.0f} ms, "
+          f"p99 {percentile(times, 0.99) * 1e3:.0f} ms, max {max(times) * 1e3:.0f} ms")
+    print(f"of which crash to fenced (ClusterThread.crash returning): median {statistics.median(fenced) * 1e3:.0f} ms, "
+          f"p99 {percentile(fenced, 0.99) * 1e3:.0f} ms")
+    check_read_back(bootstrap, topic, log)
 
 
 def percentile(values: list[float], q: float) -> float:

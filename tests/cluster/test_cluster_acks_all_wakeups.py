@@ -37,3 +37,32 @@ def test_acks_all_writes_are_answered_without_waiting_for_a_follower_poll_to_end
             took = time.monotonic() - started
             assert answer.error_code == 0 and answer.base_offset == 100 * i
             assert took < POLL_MS / 1000 / 4, f"write {i} took {took:.1f} s: it waited for a poll to end"
+
+
+def test_a_follower_backing_off_from_a_crashed_leader_follows_the_next_one_at_once(tmp_path: Path) -> None:
+    """Its fetch to the crashed leader failed, so that loop backs off ``replica.fetch.backoff.ms``
+    (a minute here); when that broker is back and leads again, the follower fetches from it at
+    once, and an acks=all write there is answered without waiting for the back-off to end."""
+    backoff_ms = 60_000
+    with ClusterThread(brokers=3, data_dir=str(tmp_path / "cluster"),
+                       config={"replica.fetch.backoff.ms": backoff_ms}) as cluster:
+        create(cluster, "moving", **{"min.insync.replicas": "2"})
+        first, second, third = cluster.state("moving", 0).replicas
+        assert cluster.leader("moving", 0) == first
+        write(cluster, first, b"before")
+        cluster.crash(first)  # the other two fail to fetch from it and back off
+        assert cluster.leader("moving", 0) == second
+        cluster.start_broker(first)
+        wait_for(lambda: len(cluster.state("moving", 0).isr) == 3, "the restarted broker to rejoin the ISR")
+        cluster.crash(second)  # the first replica in assignment order that is in sync leads again
+        assert cluster.leader("moving", 0) == first and third in cluster.state("moving", 0).isr
+        started = time.monotonic()
+        write(cluster, first, b"after")  # answered once the third replica, in the ISR, has it
+        took = time.monotonic() - started
+        assert took < backoff_ms / 1000 / 4, f"the write took {took:.1f} s: a follower waited out its back-off"
+
+
+def write(cluster: ClusterThread, leader: int, value: bytes) -> None:
+    with RawClient(cluster.address(leader)) as client:
+        answer = produce(client, "moving", build_batch(value=value), acks=-1)
+    assert answer.error_code == 0

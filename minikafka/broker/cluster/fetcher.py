@@ -24,6 +24,7 @@ are appended from the buffer the answer was received into.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,7 +98,8 @@ class Fetchers:
             self.remove(tp)
             return
         current = self.followed.get(tp)
-        if current is None or (current.leader, current.leader_epoch) != (leader, leader_epoch):
+        changed = current is None or (current.leader, current.leader_epoch) != (leader, leader_epoch)
+        if changed:
             # An ISR change keeps the same leader and epoch: an answer in flight still counts.
             # (A new object here discarded it, and a follower whose every fetch changes the ISR,
             # joining it or leaving it, never appended anything.)
@@ -105,7 +107,8 @@ class Fetchers:
         if leader not in self._loops or self._loops[leader].done():
             self._wake[leader] = asyncio.Event()
             self._loops[leader] = asyncio.create_task(self._run(leader), name=f"replica-fetcher-{leader}")
-        self._wake[leader].set()
+        if changed:  # also cuts a back-off short: the loop may have been waiting out an earlier failure
+            self._wake[leader].set()
 
     def remove(self, tp: TopicPartition) -> None:
         self.followed.pop(tp, None)
@@ -137,15 +140,15 @@ class Fetchers:
         client: PeerClient | None = None
         try:
             while not self._stopped:
+                wake = self._wake[leader]
+                wake.clear()  # a follow() from here on ends the waits below at once
                 parts = {tp: f for tp, f in self.followed.items() if f.leader == leader and not f.fenced}
                 if not parts:
-                    wake = self._wake[leader]
-                    wake.clear()
                     await wake.wait()
                     continue
                 address = self.address_of(leader)
                 if address is None:
-                    await asyncio.sleep(backoff)
+                    await self._back_off(wake, backoff)
                     continue
                 if client is None or (client.host, client.port) != address:
                     if client is not None:
@@ -162,10 +165,19 @@ class Fetchers:
                     log.debug("node %d: fetch from leader %d failed: %s", self.node_id, leader, exc)
                     progressed = False
                 if not progressed:
-                    await asyncio.sleep(backoff)
+                    await self._back_off(wake, backoff)
         finally:
             if client is not None:
                 await client.close()
+
+    @staticmethod
+    async def _back_off(wake: asyncio.Event, seconds: float) -> None:
+        """``replica.fetch.backoff.ms`` after a failed round, cut short when the loop is given a
+        partition or a new leader epoch (Kafka's fetcher thread backs off on a condition that
+        adding partitions signals). A follower whose fetch failed as its leader crashed fetches
+        from the next leader at once, not after the rest of its back-off."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), seconds)
 
     def _request(self, parts: dict[TopicPartition, _Followed], max_wait_ms: int,
                  client_id: str) -> Callable[[int], bytes]:
