@@ -9,6 +9,10 @@ process's CPU time (user + system, /proc/<pid>/stat) per GB produced, and RF3's 
 RF1's. ``--compare CHECKOUT`` runs the same on a second cluster started from another checkout
 (e.g. a git worktree of main), its runs alternating with this one's: a before/after in one run.
 
+Requests: 1 MB acks=all Produce requests sent one at a time by a raw client to an RF1 and an RF3
+topic of the same kind of cluster: the latency of one replication round, and CPU per GB that does
+not depend on how a producer batches on a loaded machine.
+
 Failover: a 3-broker ``ClusterThread`` in this process, a 1-partition topic with RF 3 and
 min.insync.replicas=2, and an idempotent acks=all producer in a process of its own writing one
 record every ``--interval-ms``. ``--crashes`` times: wait until all three replicas are in sync and
@@ -43,8 +47,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench._serve import MEMORY_DIR, cpu_seconds, reap, serve
 from bench.produce import produce_seconds
 from minikafka.broker.embedded import ClusterThread
+from tests.kafka_wire import RawClient, build_batch
+from tests.scenario_helpers import produce
 
 MIN_INSYNC = {"min.insync.replicas": "2"}
+#: the values of one --only requests batch: with record overhead it stays below max.message.bytes (1 MB)
+REQUEST_VALUES_BYTES = 950_000
 T = TypeVar("T")
 
 
@@ -101,6 +109,57 @@ def checkout_env(checkout: str | None) -> dict[str, str] | None:
     if checkout is None:
         return None
     return {**os.environ, "PYTHONPATH": os.path.abspath(checkout)}
+
+
+def request_rounds(args: argparse.Namespace) -> None:
+    """1 MB acks=all Produce requests sent one at a time with a raw client, to an RF1 and an RF3
+    topic (1 partition each) of ``minikafka serve --brokers 3``: each request's latency is one
+    replication round, and the cluster's CPU per GB does not depend on how a producer batches
+    and pipelines on a loaded machine. With ``--compare``, alternating with the other checkout's."""
+    batch = build_batch(values=[os.urandom(args.value_size)] * (REQUEST_VALUES_BYTES // args.value_size))
+    codes = {"this": None} if args.compare is None else {"this": None, "compare": args.compare}
+    latency: dict[tuple[str, str], list[float]] = {(c, m): [] for c in codes for m in ("rf1", "rf3")}
+    cpu = dict.fromkeys(latency, 0.0)
+    with contextlib.ExitStack() as stack:
+        clusters = {code: stack.enter_context(serve("--brokers", "3", data_dir_base=MEMORY_DIR,
+                                                    env=checkout_env(checkout)))
+                    for code, checkout in codes.items()}
+        leaders = {}
+        for code, (bootstrap, _proc, _dir) in clusters.items():
+            create_topics(bootstrap, [NewTopic("req-rf1", 1, 1), NewTopic("req-rf3", 1, 3, config=MIN_INSYNC)])
+            for mode in ("rf1", "rf3"):
+                leaders[code, mode] = stack.enter_context(RawClient(leader_address(bootstrap, f"req-{mode}")))
+                produce(leaders[code, mode], f"req-{mode}", batch, acks=-1)  # the followers have caught up
+        for r in range(args.rounds):
+            runs = [(code, mode) for code in codes for mode in ("rf1", "rf3")]
+            for code, mode in runs if r % 2 == 0 else runs[::-1]:
+                proc = clusters[code][1]
+                before = cpu_seconds(proc.pid)
+                for _ in range(args.requests):
+                    started = time.perf_counter()
+                    answer = produce(leaders[code, mode], f"req-{mode}", batch, acks=-1)
+                    latency[code, mode].append(time.perf_counter() - started)
+                    if answer.error_code:
+                        raise RuntimeError(f"{code} {mode}: Produce answered error {answer.error_code}")
+                cpu[code, mode] += cpu_seconds(proc.pid) - before
+    gb = args.rounds * args.requests * len(batch) / 1e9
+    print(f"{args.requests} acks=all Produce requests of {len(batch) / 1e6:.2f} MB one at a time per run, "
+          f"{args.rounds} rounds; latency median (p10..p90), cluster CPU per GB produced")
+    for code, checkout in codes.items():
+        parts = []
+        for mode in ("rf1", "rf3"):
+            ms = sorted(t * 1e3 for t in latency[code, mode])
+            parts.append(f"{mode.upper()} {statistics.median(ms):.2f} ({ms[len(ms) // 10]:.2f}..{ms[len(ms) * 9 // 10]:.2f}) "
+                         f"ms, {cpu[code, mode] / gb:.2f} s/GB")
+        print(f"{code} ({checkout or 'this checkout'}): " + "; ".join(parts)
+              + f"; RF3/RF1 CPU per GB {cpu[code, 'rf3'] / cpu[code, 'rf1']:.2f}")
+
+
+def leader_address(bootstrap: str, topic: str) -> str:
+    """host:port of the leader of partition 0 of ``topic``."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    broker = metadata.brokers[metadata.topics[topic].partitions[0].leader]
+    return f"{broker.host}:{broker.port}"
 
 
 def fmt_range(values: list[float], spec: str) -> str:
@@ -270,14 +329,17 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--crashes", type=int, default=10)
     parser.add_argument("--interval-ms", type=float, default=2.0, help="pace of the failover producer")
-    parser.add_argument("--only", choices=("throughput", "failover"))
+    parser.add_argument("--requests", type=int, default=100, help="~1 MB Produce requests per run of --only requests")
+    parser.add_argument("--only", choices=("throughput", "requests", "failover"))
     parser.add_argument("--compare", metavar="CHECKOUT",
                         help="throughput also on a cluster run from this checkout of minikafka (e.g. a git "
                              "worktree of main), its runs alternating with this one's")
     args = parser.parse_args()
-    if args.only != "failover":
+    if args.only in (None, "throughput"):
         throughput(args)
-    if args.only != "throughput":
+    if args.only in (None, "requests"):
+        request_rounds(args)
+    if args.only in (None, "failover"):
         failover(args)
 
 
