@@ -51,6 +51,7 @@ from tests.kafka_wire import RawClient, build_batch
 from tests.scenario_helpers import produce
 
 MIN_INSYNC = {"min.insync.replicas": "2"}
+Served = tuple[str, "subprocess.Popen[str]", str]  # bootstrap, cluster process, data dir
 #: the values of one --only requests batch: with record overhead it stays below max.message.bytes (1 MB)
 REQUEST_VALUES_BYTES = 950_000
 T = TypeVar("T")
@@ -67,20 +68,17 @@ def throughput(args: argparse.Namespace) -> None:
     on a second cluster run from another checkout, its runs alternating with this one's."""
     value = os.urandom(args.value_size)
     total = args.records * args.value_size
-    codes = {"this": None} if args.compare is None else {"this": None, "compare": args.compare}
+    codes = checkouts(args)
     mb_s: dict[tuple[str, str], list[float]] = {(c, m): [] for c in codes for m in ("rf1", "rf3")}
     cpu = dict.fromkeys(mb_s, 0.0)
     with contextlib.ExitStack() as stack:
-        clusters = {code: stack.enter_context(serve("--brokers", "3", data_dir_base=MEMORY_DIR,
-                                                    env=checkout_env(checkout)))
-                    for code, checkout in codes.items()}
+        clusters = start_clusters(stack, codes)
         for bootstrap, _proc, _dir in clusters.values():
             create_topics(bootstrap, [NewTopic(f"repl-{mode}-{r}", args.partitions, int(mode[-1]),
                                                config=MIN_INSYNC if mode == "rf3" else {})
                                       for r in range(args.rounds) for mode in ("rf1", "rf3")])
         for r in range(args.rounds):
-            runs = [(code, mode) for code in codes for mode in ("rf1", "rf3")]
-            for code, mode in runs if r % 2 == 0 else runs[::-1]:
+            for code, mode in run_order(codes, r):
                 bootstrap, proc, _dir = clusters[code]
                 before = cpu_seconds(proc.pid)
                 seconds = produce_seconds(bootstrap, f"repl-{mode}-{r}", args.records, value, True)
@@ -104,6 +102,23 @@ def throughput(args: argparse.Namespace) -> None:
         print(f"RF3 / RF1 cluster CPU per GB: {cpu[code, 'rf3'] / cpu[code, 'rf1']:.2f}")
 
 
+def checkouts(args: argparse.Namespace) -> dict[str, str | None]:
+    """The code to measure: "this" checkout, and with ``--compare`` the other one."""
+    return {"this": None} if args.compare is None else {"this": None, "compare": args.compare}
+
+
+def start_clusters(stack: contextlib.ExitStack, codes: dict[str, str | None]) -> dict[str, Served]:
+    """``minikafka serve --brokers 3`` from each checkout, stopped when ``stack`` closes."""
+    return {code: stack.enter_context(serve("--brokers", "3", data_dir_base=MEMORY_DIR, env=checkout_env(checkout)))
+            for code, checkout in codes.items()}
+
+
+def run_order(codes: dict[str, str | None], round_index: int) -> list[tuple[str, str]]:
+    """Every (checkout, replication factor) run of a round; odd rounds go in reverse order."""
+    runs = [(code, mode) for code in codes for mode in ("rf1", "rf3")]
+    return runs if round_index % 2 == 0 else runs[::-1]
+
+
 def checkout_env(checkout: str | None) -> dict[str, str] | None:
     """The environment that makes ``python -m minikafka`` import the package of ``checkout``."""
     if checkout is None:
@@ -117,13 +132,11 @@ def request_rounds(args: argparse.Namespace) -> None:
     replication round, and the cluster's CPU per GB does not depend on how a producer batches
     and pipelines on a loaded machine. With ``--compare``, alternating with the other checkout's."""
     batch = build_batch(values=[os.urandom(args.value_size)] * (REQUEST_VALUES_BYTES // args.value_size))
-    codes = {"this": None} if args.compare is None else {"this": None, "compare": args.compare}
+    codes = checkouts(args)
     latency: dict[tuple[str, str], list[float]] = {(c, m): [] for c in codes for m in ("rf1", "rf3")}
     cpu = dict.fromkeys(latency, 0.0)
     with contextlib.ExitStack() as stack:
-        clusters = {code: stack.enter_context(serve("--brokers", "3", data_dir_base=MEMORY_DIR,
-                                                    env=checkout_env(checkout)))
-                    for code, checkout in codes.items()}
+        clusters = start_clusters(stack, codes)
         leaders = {}
         for code, (bootstrap, _proc, _dir) in clusters.items():
             create_topics(bootstrap, [NewTopic("req-rf1", 1, 1), NewTopic("req-rf3", 1, 3, config=MIN_INSYNC)])
@@ -131,8 +144,7 @@ def request_rounds(args: argparse.Namespace) -> None:
                 leaders[code, mode] = stack.enter_context(RawClient(leader_address(bootstrap, f"req-{mode}")))
                 produce(leaders[code, mode], f"req-{mode}", batch, acks=-1)  # the followers have caught up
         for r in range(args.rounds):
-            runs = [(code, mode) for code in codes for mode in ("rf1", "rf3")]
-            for code, mode in runs if r % 2 == 0 else runs[::-1]:
+            for code, mode in run_order(codes, r):
                 proc = clusters[code][1]
                 before = cpu_seconds(proc.pid)
                 for _ in range(args.requests):
