@@ -161,8 +161,9 @@ def request_rounds(args: argparse.Namespace) -> None:
         parts = []
         for mode in ("rf1", "rf3"):
             ms = sorted(t * 1e3 for t in latency[code, mode])
-            parts.append(f"{mode.upper()} {statistics.median(ms):.2f} ({ms[len(ms) // 10]:.2f}..{ms[len(ms) * 9 // 10]:.2f}) "
-                         f"ms, {cpu[code, mode] / gb:.2f} s/GB")
+            p10, p90 = ms[len(ms) // 10], ms[len(ms) * 9 // 10]
+            parts.append(f"{mode.upper()} {statistics.median(ms):.2f} ({p10:.2f}..{p90:.2f}) ms, "
+                         f"{cpu[code, mode] / gb:.2f} s/GB")
         print(f"{code} ({checkout or 'this checkout'}): " + "; ".join(parts)
               + f"; RF3/RF1 CPU per GB {cpu[code, 'rf3'] / cpu[code, 'rf1']:.2f}")
 

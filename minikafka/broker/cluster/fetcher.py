@@ -7,7 +7,9 @@ are appended with the leader's offsets and epochs, the high watermark becomes mi
 end), and the log start moves up to the leader's (as in Kafka's
 ``ReplicaFetcherThread.processPartitionData``). A ``diverging_epoch`` answer means the follower's
 tail was never the leader's: it truncates as Kafka's follower does
-(``AbstractFetcherThread.getOffsetTruncationState``) and fetches again. Errors back off ``replica.fetch.backoff.ms``; FENCED_LEADER_EPOCH waits for the controller's next word.
+(``AbstractFetcherThread.getOffsetTruncationState``) and fetches again. Errors back off
+``replica.fetch.backoff.ms``, cut short when the loop is given a partition or a new leader epoch;
+FENCED_LEADER_EPOCH waits for the controller's next word.
 
 OFFSET_OUT_OF_RANGE means the follower's log end is outside the leader's log. The follower asks
 the leader for its log end (ListOffsets as a replica: the log end offset, not the high watermark):
