@@ -1,11 +1,11 @@
 """ListOffsets (key 2): earliest, latest, max-timestamp and by-timestamp lookups.
 
-A follower (``replica_id`` >= 0) asking for the latest offset is told the log end offset, which
-it compares with its own when its fetch was out of range (Kafka answers a replica without an
-isolation level: ``UnifiedLog.fetchOffsetByTimestamp``). From v2 a request carries an isolation level: for read_committed the latest offset is the last
+From v2 a request carries an isolation level: for read_committed the latest offset is the last
 stable offset, and a timestamp lookup that lands at or beyond the readable end (the last stable
 offset, resp. the high watermark) answers offset -1, timestamp -1, as Kafka does
-(docs/semantics.md#txn-fetch).
+(docs/semantics.md#txn-fetch). A follower (``replica_id`` >= 0) asking for the latest offset is
+told the log end offset, which it compares with its own when its fetch was out of range (Kafka
+answers a replica without an isolation level: ``UnifiedLog.fetchOffsetByTimestamp``).
 
 From v4 an answer names the leader epoch of the offset it gives: the current epoch for the latest
 offset, the first cached epoch for the log start, the epoch of the record found for a timestamp
@@ -81,7 +81,7 @@ async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffset
                 old_style = legacy.offsets_before(partition_log, part.timestamp, part.max_num_offsets,
                                                   ctx.services.clock())
         elif part.timestamp == LATEST and request.replica_id >= 0:  # a follower asks where the log ends
-            offset = partition_log.log_end_offset
+            offset, epoch_found = partition_log.log_end_offset, partition_log.leader_epoch
         elif part.timestamp == LATEST:
             if lagging(partition_log):
                 error = not_available
