@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -195,3 +196,165 @@ def producer_config(client: str, codec: str, idempotent: bool | None) -> dict[st
     if idempotent is not None:
         config["enable_idempotence"] = idempotent
     return config
+
+
+# ----------------------------------------------------------------------------- one interface over both Python clients
+#
+# Failover tests drive kafka-python and aiokafka through the same few calls, so one test body serves both:
+# a send returns a handle at once (the record may be in flight while the test crashes a broker), and
+# ``outcomes`` waits for the handles: each becomes the offset the broker acknowledged, or the exception
+# the client surfaced for it.
+
+
+class LoopThread:
+    """An asyncio event loop on a thread of its own, so sync test code can drive aiokafka."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="aiokafka-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Any, timeout: float = 60) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+class KafkaPythonClient:
+    """kafka-python's producer and consumer behind the failover tests' interface."""
+
+    name = "kafka-python"
+
+    def __init__(self, bootstrap: str, **producer_config: Any) -> None:
+        from kafka import KafkaProducer
+
+        self.bootstrap = bootstrap
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, **{"linger_ms": 5, **producer_config})
+
+    def send(self, topic: str, value: bytes, partition: int | None = None) -> Any:
+        return self.producer.send(topic, value=value, partition=partition)
+
+    def outcomes(self, handles: list[Any], timeout: float = 60) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        results: list[Any] = []
+        for handle in handles:
+            try:
+                results.append(handle.get(timeout=max(deadline - time.monotonic(), 0.1)).offset)
+            except Exception as exc:  # noqa: BLE001 - the client's error for this record is the result
+                results.append(exc)
+        return results
+
+    def init_transactions(self) -> None:
+        self.producer.init_transactions()
+
+    def begin_transaction(self) -> None:
+        self.producer.begin_transaction()
+
+    def commit_transaction(self) -> None:
+        self.producer.commit_transaction()
+
+    def abort_transaction(self) -> None:
+        self.producer.abort_transaction()
+
+    def read_to_end(self, topic: str, partitions: int, timeout: float = 60, **config: Any) -> list[Rec]:
+        """Every record of ``topic`` from the start of each partition to its end as this client
+        sees the end (the high watermark, or the last stable offset with read_committed)."""
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                 auto_offset_reset="earliest", **config)
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        try:
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            ends = consumer.end_offsets(tps)
+            got: list[Rec] = []
+            deadline = time.monotonic() + timeout
+            while any(consumer.position(tp) < ends[tp] for tp in tps):
+                assert time.monotonic() < deadline, f"{topic} not read to its end {ends}: {len(got)} records"
+                for tp, msgs in consumer.poll(timeout_ms=200).items():
+                    got += [Rec(tp.partition, m.offset, m.key, m.value, tuple(m.headers), m.timestamp) for m in msgs]
+            return got
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        self.producer.close(timeout=10)
+
+
+class AiokafkaClient:
+    """aiokafka's producer and consumer behind the failover tests' interface, on a :class:`LoopThread`."""
+
+    name = "aiokafka"
+
+    def __init__(self, bootstrap: str, **producer_config: Any) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        self.bootstrap = bootstrap
+        self.loop = LoopThread()
+
+        async def make() -> Any:
+            producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **{"linger_ms": 5, **producer_config})
+            await producer.start()
+            return producer
+
+        self.producer = self.loop.run(make())
+
+    def send(self, topic: str, value: bytes, partition: int | None = None) -> Any:
+        return self.loop.run(self.producer.send(topic, value=value, partition=partition))
+
+    def outcomes(self, handles: list[Any], timeout: float = 60) -> list[Any]:
+        async def gather() -> list[Any]:
+            done = await asyncio.wait_for(asyncio.gather(*handles, return_exceptions=True), timeout)
+            return [r if isinstance(r, BaseException) else r.offset for r in done]
+
+        return list(self.loop.run(gather(), timeout + 5))
+
+    def init_transactions(self) -> None:
+        """aiokafka gets its producer id when it starts."""
+
+    def begin_transaction(self) -> None:
+        self.loop.run(self.producer.begin_transaction())
+
+    def commit_transaction(self) -> None:
+        self.loop.run(self.producer.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        self.loop.run(self.producer.abort_transaction())
+
+    def read_to_end(self, topic: str, partitions: int, timeout: float = 60, **config: Any) -> list[Rec]:
+        """As :meth:`KafkaPythonClient.read_to_end`."""
+        return list(self.loop.run(self._read_to_end(topic, partitions, timeout, **config), timeout + 10))
+
+    async def _read_to_end(self, topic: str, partitions: int, timeout: float, **config: Any) -> list[Rec]:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", **config)
+        await consumer.start()
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        try:
+            consumer.assign(tps)
+            await consumer.seek_to_beginning()
+            ends = await consumer.end_offsets(tps)
+            got: list[Rec] = []
+            deadline = time.monotonic() + timeout
+            while any([await consumer.position(tp) < ends[tp] for tp in tps]):
+                assert time.monotonic() < deadline, f"{topic} not read to its end {ends}: {len(got)} records"
+                for tp, msgs in (await consumer.getmany(timeout_ms=200)).items():
+                    got += [Rec(tp.partition, m.offset, m.key, m.value, tuple(m.headers), m.timestamp) for m in msgs]
+            return got
+        finally:
+            await consumer.stop()
+
+    def close(self) -> None:
+        try:
+            self.loop.run(self.producer.stop(), 20)
+        finally:
+            self.loop.close()
+
+
+PYTHON_CLIENTS = {"kafka-python": KafkaPythonClient, "aiokafka": AiokafkaClient}
