@@ -223,6 +223,30 @@ class LoopThread:
         self.loop.close()
 
 
+def kafka_python_read_to_end(bootstrap: str, topic: str, partitions: int, timeout: float = 60,
+                             **config: Any) -> list[Rec]:
+    """Every record of ``topic`` from the start of each partition to its end as kafka-python sees
+    the end (the high watermark, or the last stable offset with read_committed)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest", **config)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    try:
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        got: list[Rec] = []
+        deadline = time.monotonic() + timeout
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, f"{topic} not read to its end {ends}: {len(got)} records"
+            for tp, msgs in consumer.poll(timeout_ms=200).items():
+                got += [Rec(tp.partition, m.offset, m.key, m.value, tuple(m.headers), m.timestamp) for m in msgs]
+        return got
+    finally:
+        consumer.close()
+
+
 class KafkaPythonClient:
     """kafka-python's producer and consumer behind the failover tests' interface."""
 
@@ -260,26 +284,7 @@ class KafkaPythonClient:
         self.producer.abort_transaction()
 
     def read_to_end(self, topic: str, partitions: int, timeout: float = 60, **config: Any) -> list[Rec]:
-        """Every record of ``topic`` from the start of each partition to its end as this client
-        sees the end (the high watermark, or the last stable offset with read_committed)."""
-        from kafka import KafkaConsumer, TopicPartition
-
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                                 auto_offset_reset="earliest", **config)
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        try:
-            consumer.assign(tps)
-            consumer.seek_to_beginning(*tps)
-            ends = consumer.end_offsets(tps)
-            got: list[Rec] = []
-            deadline = time.monotonic() + timeout
-            while any(consumer.position(tp) < ends[tp] for tp in tps):
-                assert time.monotonic() < deadline, f"{topic} not read to its end {ends}: {len(got)} records"
-                for tp, msgs in consumer.poll(timeout_ms=200).items():
-                    got += [Rec(tp.partition, m.offset, m.key, m.value, tuple(m.headers), m.timestamp) for m in msgs]
-            return got
-        finally:
-            consumer.close()
+        return kafka_python_read_to_end(self.bootstrap, topic, partitions, timeout, **config)
 
     def close(self) -> None:
         self.producer.close(timeout=10)
@@ -358,3 +363,107 @@ class AiokafkaClient:
 
 
 PYTHON_CLIENTS = {"kafka-python": KafkaPythonClient, "aiokafka": AiokafkaClient}
+
+
+# ----------------------------------------------------------------------------- consumers that stay positioned
+#
+# A truncation test positions a consumer of each client on a partition, changes the log under it,
+# and then sees what the consumer does next: each reader keeps its consumer open between reads.
+
+
+class ConfluentReader:
+    """A confluent-kafka consumer assigned one partition from offset 0, outside any group."""
+
+    def __init__(self, bootstrap: str, topic: str, **config: Any) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                                  **config})
+        self.consumer.assign([TopicPartition(topic, 0, 0)])
+        self.errors: list[Any] = []
+
+    def read(self, count: int, timeout: float = 30) -> list[tuple[int, bytes]]:
+        """The next ``count`` records as (offset, value), read until then, an error (kept in
+        ``errors``) or ``timeout`` seconds."""
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count and not self.errors and time.monotonic() < deadline:
+            msg = self.consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                self.errors.append(msg.error())
+            else:
+                got.append((msg.offset(), msg.value()))
+        return got
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class KafkaPythonReader:
+    """As :class:`ConfluentReader`, with kafka-python."""
+
+    def __init__(self, bootstrap: str, topic: str, **config: Any) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, **config)
+        self.consumer.assign([TopicPartition(topic, 0)])
+        self.consumer.seek(TopicPartition(topic, 0), 0)
+        self.errors: list[Any] = []
+
+    def read(self, count: int, timeout: float = 30) -> list[tuple[int, bytes]]:
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count and not self.errors and time.monotonic() < deadline:
+            try:
+                batches = self.consumer.poll(timeout_ms=200)
+            except Exception as exc:  # noqa: BLE001 - what the client raises is what the test checks
+                self.errors.append(exc)
+                continue
+            got += [(m.offset, m.value) for msgs in batches.values() for m in msgs]
+        return got
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class AiokafkaReader:
+    """As :class:`ConfluentReader`, with aiokafka on a :class:`LoopThread`."""
+
+    def __init__(self, bootstrap: str, topic: str, **config: Any) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        self.loop = LoopThread()
+        self.errors: list[Any] = []
+
+        async def make() -> Any:
+            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                        **config)
+            await consumer.start()
+            consumer.assign([TopicPartition(topic, 0)])
+            consumer.seek(TopicPartition(topic, 0), 0)
+            return consumer
+
+        self.consumer = self.loop.run(make())
+
+    def read(self, count: int, timeout: float = 30) -> list[tuple[int, bytes]]:
+        async def read() -> list[tuple[int, bytes]]:
+            got: list[tuple[int, bytes]] = []
+            deadline = time.monotonic() + timeout
+            while len(got) < count and not self.errors and time.monotonic() < deadline:
+                try:
+                    batches = await self.consumer.getmany(timeout_ms=200)
+                except Exception as exc:  # noqa: BLE001 - as in KafkaPythonReader.read
+                    self.errors.append(exc)
+                    continue
+                got += [(m.offset, m.value) for msgs in batches.values() for m in msgs]
+            return got
+
+        return list(self.loop.run(read(), timeout + 10))
+
+    def close(self) -> None:
+        try:
+            self.loop.run(self.consumer.stop(), 20)
+        finally:
+            self.loop.close()
