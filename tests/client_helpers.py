@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,7 +208,8 @@ def producer_config(client: str, codec: str, idempotent: bool | None) -> dict[st
 
 
 class LoopThread:
-    """An asyncio event loop on a thread of its own, so sync test code can drive aiokafka."""
+    """An asyncio event loop on a thread of its own, so sync test code can drive aiokafka (one loop
+    may serve several clients)."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -217,7 +219,7 @@ class LoopThread:
     def run(self, coro: Any, timeout: float = 60) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def close(self) -> None:
+    def stop(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         self.loop.close()
@@ -359,10 +361,88 @@ class AiokafkaClient:
         try:
             self.loop.run(self.producer.stop(), 20)
         finally:
-            self.loop.close()
+            self.loop.stop()
+
+
+class ConfluentClient:
+    """confluent-kafka behind the same interface; settings by kafka-python's names
+    (``transactional_id``) become librdkafka's (``transactional.id``)."""
+
+    name = "confluent-kafka"
+
+    def __init__(self, bootstrap: str, **producer_config: Any) -> None:
+        from confluent_kafka import Producer
+
+        self.bootstrap = bootstrap
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                  **{k.replace("_", "."): v for k, v in producer_config.items()}})
+
+    def send(self, topic: str, value: bytes, partition: int | None = None) -> Future[int]:
+        from confluent_kafka import KafkaException
+
+        handle: Future[int] = Future()
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err:
+                handle.set_exception(KafkaException(err))
+            else:
+                handle.set_result(msg.offset())
+
+        self.producer.produce(topic, value=value, on_delivery=delivered,
+                              **({} if partition is None else {"partition": partition}))
+        self.producer.poll(0)
+        return handle
+
+    def outcomes(self, handles: list[Future[int]], timeout: float = 60) -> list[Any]:
+        self.producer.flush(timeout)
+        return [h.exception() or h.result() if h.done() else TimeoutError("not delivered") for h in handles]
+
+    def init_transactions(self) -> None:
+        self.producer.init_transactions(30)
+
+    def begin_transaction(self) -> None:
+        self.producer.begin_transaction()
+
+    def commit_transaction(self) -> None:
+        self.producer.commit_transaction(30)
+
+    def abort_transaction(self) -> None:
+        self.producer.abort_transaction(30)
+
+    def read_to_end(self, topic: str, partitions: int, timeout: float = 60, **config: Any) -> list[Rec]:
+        """As :func:`kafka_python_read_to_end` (librdkafka reads committed records only unless told)."""
+        from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                             "enable.partition.eof": True, "isolation.level": "read_uncommitted",  # as the others
+                             **{k.replace("_", "."): v for k, v in config.items()}})
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got: list[Rec] = []
+        ended: set[int] = set()
+        deadline = time.monotonic() + timeout
+        try:
+            while len(ended) < partitions:
+                assert time.monotonic() < deadline, f"{topic} not read to its end: {len(got)} records"
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error():
+                    assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                    ended.add(msg.partition())
+                else:
+                    ended.discard(msg.partition())
+                    got.append(Rec(msg.partition(), msg.offset(), msg.key(), msg.value(),
+                                   tuple(msg.headers() or ()), msg.timestamp()[1]))
+            return got
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        self.producer.flush(10)
 
 
 PYTHON_CLIENTS = {"kafka-python": KafkaPythonClient, "aiokafka": AiokafkaClient}
+ALL_CLIENTS = {**PYTHON_CLIENTS, "confluent-kafka": ConfluentClient}
 
 
 # ----------------------------------------------------------------------------- consumers that stay positioned
@@ -466,4 +546,4 @@ class AiokafkaReader:
         try:
             self.loop.run(self.consumer.stop(), 20)
         finally:
-            self.loop.close()
+            self.loop.stop()

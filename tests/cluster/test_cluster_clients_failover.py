@@ -2,7 +2,8 @@
 through leader crashes, as tests/cluster/test_cluster_failover.py and test_cluster_transactions.py do
 with confluent-kafka: an idempotent acks=all producer loses and repeats nothing through five leader
 crashes, writes are refused with NOT_ENOUGH_REPLICAS while two brokers are down and accepted after,
-and transactions commit and abort through the crash of a partition leader.
+and transactions commit and abort through the crash of a partition leader (confluent-kafka too: its
+cluster tests do not abort through a crash).
 
 One cluster serves the module (each test makes its own topic and leaves every broker up); a test
 that failed half-way leaves it whole again for the next through the ``cluster`` fixture."""
@@ -22,7 +23,7 @@ from kafka.protocol.metadata import MetadataRequest
 from minikafka.broker.embedded import ClusterThread
 from minikafka.errors import ErrorCode
 from minikafka.testkit import MiniKafkaCluster
-from tests.client_helpers import PYTHON_CLIENTS
+from tests.client_helpers import ALL_CLIENTS, PYTHON_CLIENTS
 from tests.kafka_wire import RawClient
 
 #: Kafka's topic settings for these tests: every record on all three brokers, two needed for acks=all
@@ -123,12 +124,13 @@ def test_writes_are_refused_with_not_enough_replicas_while_two_brokers_are_down_
     assert [r.value for r in in_log] == [b"accepted once they are back", b"accepted"]
 
 
+@pytest.mark.parametrize("client", sorted(ALL_CLIENTS))
 def test_transactions_commit_and_abort_through_the_crash_of_a_partition_leader(
         cluster: MiniKafkaCluster, client: str) -> None:
     topic = cluster.new_topic(2, 3, STRICT)
     cluster.move_leader(topic, 0, 2)
     cluster.move_leader(topic, 1, 3)
-    producer = PYTHON_CLIENTS[client](cluster.bootstrap, transactional_id=f"{client}-{uuid.uuid4().hex[:8]}")
+    producer = ALL_CLIENTS[client](cluster.bootstrap, transactional_id=f"{client}-{uuid.uuid4().hex[:8]}")
     sent: dict[str, list[bytes]] = {}
 
     def write(tag: str) -> None:
