@@ -106,22 +106,25 @@ def test_writes_are_refused_with_not_enough_replicas_while_two_brokers_are_down_
     refusing = PYTHON_CLIENTS[client](cluster.bootstrap, **NO_RETRIES[client])
     patient = PYTHON_CLIENTS[client](cluster.bootstrap, enable_idempotence=True, acks="all")
     try:
+        # each has the topic's metadata and a connection to its leader before the others crash
+        assert refusing.outcomes([refusing.send(topic, b"first", 0)]) == [0]
+        assert patient.outcomes([patient.send(topic, b"second", 0)]) == [1]
         for node in others:
             cluster.crash(node)
         assert cluster.isr(topic) == [leader]
         waiting = patient.send(topic, b"accepted once they are back", 0)  # retried while refused
         [refused] = refusing.outcomes([refusing.send(topic, b"refused", 0)], timeout=30)
         assert isinstance(refused, NOT_ENOUGH_REPLICAS[client]), repr(refused)
-        assert [r["log_end_offset"] for r in cluster.partition(topic)["replica_offsets"]] == [0]  # nothing written
+        assert [r["log_end_offset"] for r in cluster.partition(topic)["replica_offsets"]] == [2]  # nothing written
         for node in others:
             cluster.start_broker(node)
-        assert patient.outcomes([waiting]) == [0]
-        assert refusing.outcomes([refusing.send(topic, b"accepted", 0)]) == [1]
+        assert patient.outcomes([waiting]) == [2]
+        assert refusing.outcomes([refusing.send(topic, b"accepted", 0)]) == [3]
         in_log = refusing.read_to_end(topic, 1)
     finally:
         refusing.close()
         patient.close()
-    assert [r.value for r in in_log] == [b"accepted once they are back", b"accepted"]
+    assert [r.value for r in in_log] == [b"first", b"second", b"accepted once they are back", b"accepted"]
 
 
 @pytest.mark.parametrize("client", sorted(ALL_CLIENTS))
