@@ -14,6 +14,7 @@ import pytest
 from aiokafka.errors import OffsetOutOfRangeError
 from confluent_kafka import KafkaError, Producer
 from kafka.errors import LogTruncationError
+from kafka.errors import OffsetOutOfRangeError as KafkaPythonOffsetOutOfRange
 
 from minikafka.testkit import MiniKafkaCluster
 from tests.client_helpers import AiokafkaReader, ConfluentReader, KafkaPythonReader, kafka_python_read_to_end
@@ -36,6 +37,13 @@ def write(cluster: MiniKafkaCluster, topic: str, values: list[bytes], acks: str)
         producer.produce(topic, value=value, partition=0, on_delivery=delivered)
     assert producer.flush(30) == 0 and errors == [], errors
     return acked
+
+
+# The kafka-python race: kafka-python checks its positions against the leader epochs its metadata
+# shows as poll() starts, while that metadata is refreshed on its network thread. A fetch sent after
+# a refresh that came later goes out at the new epoch unchecked, the leader answers
+# OFFSET_OUT_OF_RANGE, and the reset policy decides, as for aiokafka (Java checks each fetch it
+# prepares). Either can happen to it, against Kafka as here.
 
 
 def records(prefix: str, count: int) -> list[bytes]:
@@ -100,7 +108,9 @@ def test_an_unclean_election_loses_exactly_the_records_above_the_new_leaders_log
 
         # KIP-320: validated against the new leader's epochs, the position goes back to 5
         assert readers["confluent-kafka"].read(2) == sorted(after.items())
-        assert readers["kafka-python"].read(2) == sorted(after.items())
+        kafka_python = readers["kafka-python"].read(2)
+        if kafka_python != sorted(after.items()):  # it fetched before it validated (the kafka-python race, above)
+            assert kafka_python + readers["kafka-python"].read(5) == kept + sorted(after.items())
         # aiokafka fetches from 10, beyond the log end: OFFSET_OUT_OF_RANGE, reset to the earliest offset
         assert readers["aiokafka"].read(7) == kept + sorted(after.items())
         for name, reader in readers.items():
@@ -122,8 +132,12 @@ def assert_truncation_reported(strict: dict[str, Any]) -> None:
     assert truncated.code() == KafkaError._AUTO_OFFSET_RESET, truncated
     assert "log truncation detected at offset 10" in truncated.str() and "broker end offset is 5" in truncated.str()
     truncation = strict["kafka-python"].errors[0]
-    assert isinstance(truncation, LogTruncationError), truncation
-    assert [(tp.partition, at.offset) for tp, at in truncation.divergent_offsets.items()] == [(0, 5)]
+    if isinstance(truncation, LogTruncationError):
+        assert [(tp.partition, at.offset) for tp, at in truncation.divergent_offsets.items()] == [(0, 5)]
+    else:  # it fetched before it validated (the kafka-python race, above)
+        assert isinstance(truncation, KafkaPythonOffsetOutOfRange), truncation
+        assert [(tp.partition, at) for tp, at in truncation.args[0].items()] == [(0, 10)]
     out_of_range = strict["aiokafka"].errors[0]
     assert isinstance(out_of_range, OffsetOutOfRangeError), out_of_range
     assert [(tp.partition, at) for tp, at in out_of_range.args[0].items()] == [(0, 10)]
+
