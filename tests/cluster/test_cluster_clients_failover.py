@@ -131,15 +131,16 @@ def test_writes_are_refused_with_not_enough_replicas_while_two_brokers_are_down_
 def test_transactions_commit_and_abort_through_the_crash_of_a_partition_leader(
         cluster: MiniKafkaCluster, client: str) -> None:
     topic = cluster.new_topic(2, 3, STRICT)
-    cluster.move_leader(topic, 0, 2)
+    cluster.move_leader(topic, 0, 2)  # both partitions led away from the coordinators' broker
     cluster.move_leader(topic, 1, 3)
     producer = ALL_CLIENTS[client](cluster.bootstrap, transactional_id=f"{client}-{uuid.uuid4().hex[:8]}")
     sent: dict[str, list[bytes]] = {}
 
     def write(tag: str) -> None:
         """Three records to each partition, acknowledged before the test goes on."""
-        sent[tag] = [f"{tag}-p{p}-{i}".encode() for p in range(2) for i in range(3)]
-        offsets(producer.outcomes([producer.send(topic, v, int(v.split(b"-p")[1][:1])) for v in sent[tag]]))
+        records = [(p, f"{tag}-p{p}-{i}".encode()) for p in range(2) for i in range(3)]
+        sent[tag] = [value for _, value in records]
+        offsets(producer.outcomes([producer.send(topic, value, p) for p, value in records]))
 
     def crash_a_partition_leader() -> int:
         victim = next(n for n in (cluster.leader(topic, p) for p in range(2)) if n != COORDINATORS)
