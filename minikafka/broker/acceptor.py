@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import socket
 import ssl
@@ -58,6 +59,14 @@ def bind_sockets(host: str, port: int, backlog: int) -> list[socket.socket]:
     return sockets
 
 
+def _close_if_never_served(conn: socket.socket, task: asyncio.Task[None]) -> None:
+    """A serving task cancelled before its first step (the acceptor closed, as a broker stops, in
+    the same loop iteration as it accepted) never ran the code that owns the socket: close it here
+    rather than leave it to the garbage collector. A task cancelled later closed it itself."""
+    if task.cancelled():
+        conn.close()
+
+
 class Acceptor:
     """Serves one or more listening sockets with ``client_connected`` (as ``start_server`` would).
 
@@ -96,6 +105,7 @@ class Acceptor:
             task = self._loop.create_task(self._serve(conn))
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
+            task.add_done_callback(functools.partial(_close_if_never_served, conn))
 
     async def _serve(self, conn: socket.socket) -> None:
         reader = FrameReader(self._limit)

@@ -8,12 +8,13 @@ with ``group.initial.rebalance.delay.ms=0`` and ``group.min.session.timeout.ms=1
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from tests.client_helpers import LoopThread
 
 SESSION_MS = 6000
 HEARTBEAT_MS = 100
@@ -189,25 +190,8 @@ class KafkaPythonMember(Member):
 # ----------------------------------------------------------------------------- aiokafka
 
 
-class _LoopThread:
-    """One asyncio loop on a thread for all aiokafka members of a test."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="aiokafka-loop", daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Any, timeout: float = 30) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
-
-
 class AiokafkaMember(Member):
-    def __init__(self, bootstrap: str, group: str, topic: str, name: str, loop: _LoopThread,
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, loop: LoopThread,
                  instance_id: str | None = None, assignor: str = "range", **config: Any) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
         from aiokafka.coordinator.assignors.range import RangePartitionAssignor
@@ -268,7 +252,7 @@ class Clients:
         self.group = group
         self.topic = topic
         self.members: list[Member] = []
-        self._loop: _LoopThread | None = None
+        self._loop: LoopThread | None = None
 
     def new(self, kind: str, name: str, **kwargs: Any) -> Member:
         member: Member
@@ -281,7 +265,7 @@ class Clients:
             member = KafkaPythonMember(self.bootstrap, self.group, self.topic, name, **kwargs)
         elif kind == "aiokafka":
             if self._loop is None:
-                self._loop = _LoopThread()
+                self._loop = LoopThread()
             member = AiokafkaMember(self.bootstrap, self.group, self.topic, name, self._loop, **kwargs)
         else:
             raise ValueError(kind)

@@ -75,14 +75,20 @@ def leader_hint(link: ClusterLink, topic: str, partition: int) -> LeaderHint | N
 
 
 def partitions(link: ClusterLink, topic: str) -> list[PartitionAnswer]:
+    """Each partition as Metadata shows it. A leader that is not among the brokers listed (it went
+    down and the controller has not fenced it yet) is shown as none, with LEADER_NOT_AVAILABLE, as
+    Kafka shows a leader without a live endpoint: a client never gets a leader it has no address
+    for (Kafka: ``KRaftMetadataCache.getPartitionMetadata``)."""
     controller = link.controller
     record = controller.topics[topic]
     listed = {b.node_id for b in controller.listed()}
+    reachable = {b.node_id for b in brokers(link)}
     out = []
     for p in range(record.partitions):
         part = controller.partitions[(topic, p)]
-        error = ErrorCode.LEADER_NOT_AVAILABLE if part.leader == NO_LEADER else ErrorCode.NONE
-        out.append(PartitionAnswer(p, error, part.leader, part.leader_epoch, list(part.replicas), list(part.isr),
+        leader = part.leader if part.leader in reachable else NO_LEADER
+        error = ErrorCode.LEADER_NOT_AVAILABLE if leader == NO_LEADER else ErrorCode.NONE
+        out.append(PartitionAnswer(p, error, leader, part.leader_epoch, list(part.replicas), list(part.isr),
                                    part.offline_replicas(listed)))
     return out
 
