@@ -193,3 +193,54 @@ def test_offsets_sent_to_a_transaction_are_committed_through_a_crash_of_the_grou
     assert committed[0].offset == 10
     assert sorted(read_all(cluster, "ctp-out", "rc-ctp", **{"isolation.level": "read_committed"})) == sorted(
         f"out-{i}".encode() for i in range(10))
+
+
+def test_kafka_python_group_and_transactions_follow_their_coordinators_through_crashes(
+        cluster: ClusterThread) -> None:
+    """kafka-python's consumer commits through a crash of its group coordinator, and its
+    transactional producer commits through a crash of its transaction coordinator."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+
+    create(cluster, "kp-moving", partitions=2, **{"min.insync.replicas": "2"})
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="t-kp", acks="all")
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(10):
+        producer.send("kp-moving", value=f"kp-{i}".encode(), partition=i % 2)
+    producer.flush(30)
+    txn_coordinator = cluster.coordinator("t-kp", "transaction")
+    cluster.crash(txn_coordinator)
+    wait_for(lambda: cluster.coordinator("t-kp", "transaction") not in (-1, txn_coordinator),
+             "a new transaction coordinator")
+    # kafka-python 3.0.12 drops a transactional request whose coordinator refuses the connection
+    # (Sender._maybe_send_transactional_request: await_ready raises, and the request is neither
+    # sent nor retried), so the old coordinator's broker is back, now answering NOT_COORDINATOR,
+    # before the commit; the transaction's state is on the new coordinator.
+    cluster.start_broker(txn_coordinator)
+    producer.commit_transaction()
+    producer.close(30)
+
+    consumer = KafkaConsumer("kp-moving", bootstrap_servers=cluster.bootstrap, group_id="g-kp",
+                             auto_offset_reset="earliest", enable_auto_commit=False, isolation_level="read_committed")
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < 10 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=200).values():
+            seen += [r.value for r in records]
+    assert sorted(seen) == sorted(f"kp-{i}".encode() for i in range(10))
+    group_coordinator = cluster.coordinator("g-kp")
+    cluster.crash(group_coordinator)
+    wait_for(lambda: cluster.coordinator("g-kp") not in (-1, group_coordinator), "a new group coordinator")
+    deadline = time.monotonic() + 30
+    while True:  # kafka-python raises on the dead coordinator, then finds the new one
+        try:
+            consumer.commit()
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            consumer.poll(timeout_ms=200)
+    # five records and the COMMIT marker on each partition: the position is past the marker
+    assert {p: consumer.committed(KTopicPartition("kp-moving", p)) for p in (0, 1)} == {0: 6, 1: 6}
+    consumer.close()
