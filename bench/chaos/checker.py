@@ -40,8 +40,15 @@ transactions. Transactions count as committed when ok, or when unknown and a rea
 consumer read one of their records; aborted ones are left out.
 
 Lost writes assume the history ends with consumers reading every partition to its end (the
-workload's drain). With unclean leader election a lost write may be legitimate; telling that
-apart needs to know which records only the old leader had, which a cluster nemesis will supply.
+workload's drain).
+
+*Unclean leader elections.* When the nemesis makes an out-of-sync replica the leader (it records
+each such ``election`` with the new leader's log end, :mod:`bench.chaos.unclean`), the records
+above that end were only on the replicas that lost: acknowledged or not, they are gone, and a new
+record takes their offsets. Each anomaly names the log positions it is about (``positions``); one
+whose positions all lie at or above the log end of an unclean election on their partition, shown
+by operations that began before that election, is *explained* by it and counted apart
+(:func:`examine`); any other is an anomaly as before.
 """
 
 from __future__ import annotations
@@ -49,8 +56,9 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from bench.chaos import unclean
 from bench.chaos.history import FAILED, OK, UNKNOWN, Op, Rec, parse_tp
 
 READ_COMMITTED = "read_committed"
@@ -59,14 +67,27 @@ ANOMALY_KINDS = ("lost-write", "duplicate", "inconsistent-offset", "aborted-read
                  "txn-cycle")
 
 
+TP = tuple[str, int]
+
+
 @dataclass(frozen=True)
 class Anomaly:
+    """One anomaly: what, in words, and the operations (history indexes) that show it;
+    ``positions``: the log positions (partition, offset) whose records it is about."""
+
     kind: str
     message: str
     ops: tuple[int, ...]
+    positions: tuple[tuple[TP, int], ...] = field(default=(), compare=False)
 
 
-TP = tuple[str, int]
+@dataclass
+class Findings:
+    """The checker's verdict: anomalies, and what unclean leader elections explain (each with
+    the election's operation index)."""
+
+    anomalies: list[Anomaly]
+    explained: list[tuple[Anomaly, int]]
 
 
 class _Index:
@@ -100,12 +121,27 @@ def _isolation(op: Op) -> str | None:
 
 
 def check(history: Iterable[Op]) -> list[Anomaly]:
-    """Every anomaly of the history, grouped by kind in the order of :data:`ANOMALY_KINDS`."""
+    """Every anomaly of the history that no unclean leader election explains, grouped by kind in
+    the order of :data:`ANOMALY_KINDS`."""
+    return examine(history).anomalies
+
+
+def examine(history: Iterable[Op]) -> Findings:
+    """The anomalies of the history, those an unclean election explains set apart."""
     ops = sorted(history, key=lambda op: op.index)
     index = _Index(ops)
-    return [*lost_writes(index), *duplicates(index), *inconsistent_offsets(index), *aborted_reads(index),
-            *non_atomic(index), *poll_order(index), *send_order(index), *offset_regressions(index),
-            *txn_cycles(index)]
+    found = [*lost_writes(index), *duplicates(index), *inconsistent_offsets(index), *aborted_reads(index),
+             *non_atomic(index), *poll_order(index), *send_order(index), *offset_regressions(index),
+             *txn_cycles(index)]
+    elections = unclean.elections(ops)
+    findings = Findings([], [])
+    for anomaly in found:
+        election = unclean.explaining(anomaly.positions, [index.by_index[i] for i in anomaly.ops], elections)
+        if election is None:
+            findings.anomalies.append(anomaly)
+        else:
+            findings.explained.append((anomaly, election.index))
+    return findings
 
 
 def lost_writes(index: _Index) -> list[Anomaly]:
@@ -128,7 +164,8 @@ def lost_writes(index: _Index) -> list[Anomaly]:
         for rec in unseen:
             also = " (read only read_uncommitted)" if rec.value in index.reads else ""
             out.append(Anomaly("lost-write", f"{rec.value} acknowledged in {rec.topic}/{rec.partition}"
-                               f" at offset {rec.offset}, never read read_committed{also}", (op.index,)))
+                               f" at offset {rec.offset}, never read read_committed{also}", (op.index,),
+                               _at(rec)))
         for rec in op.writes:
             if rec in unseen or rec.offset is None or (rec.tp, rec.offset) not in at:
                 continue
@@ -136,7 +173,7 @@ def lost_writes(index: _Index) -> list[Anomaly]:
             if found.value != rec.value:
                 out.append(Anomaly("lost-write", f"{rec.value} acknowledged at {rec.topic}/{rec.partition}"
                                    f":{rec.offset}, which was read holding {found.value}",
-                                   (op.index, reader.index)))
+                                   (op.index, reader.index), _at(rec)))
     return out
 
 
@@ -168,8 +205,13 @@ def inconsistent_offsets(index: _Index) -> list[Anomaly]:
             if rec.offset is not None:
                 values[rec.tp, rec.offset].setdefault(rec.value, op)
     return [Anomaly("inconsistent-offset", f"{tp[0]}/{tp[1]}:{offset} read as {', '.join(sorted(found))}",
-                    tuple(sorted(op.index for op in found.values())))
+                    tuple(sorted(op.index for op in found.values())), ((tp, offset),))
             for (tp, offset), found in sorted(values.items()) if len(found) > 1]
+
+
+def _at(*recs: Rec) -> tuple[tuple[TP, int], ...]:
+    """The log positions of records whose offsets are known."""
+    return tuple((rec.tp, rec.offset) for rec in recs if rec.offset is not None)
 
 
 def aborted_reads(index: _Index) -> list[Anomaly]:

@@ -34,13 +34,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bench.chaos.history import OK, UNKNOWN, History
+from bench.chaos.history import OK, UNKNOWN, History, tp_key
 
 SINGLE_BROKER_ACTIONS = ("crash", "outage", "restart-dirty", "restart-clean", "drop-produce", "drop-txn", "delay",
                          "error-after", "crash-on-produce", "crash-on-txn")
 #: what a multi-broker target will add; :class:`ClusterControls` is the interface they need
 CLUSTER_ACTIONS = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
-                   "isolate-from-clients", "slow-follower")
+                   "isolate-from-clients", "unclean-election", "slow-follower")
 TXN_APIS = ["AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"]
 
 
@@ -64,6 +64,7 @@ class Target(Protocol):
     actions: tuple[str, ...]
 
     def apply(self, fault: Fault) -> Any: ...
+    def elections(self, handle: Any) -> list[UncleanElection]: ...
     def undo(self, fault: Fault, handle: Any) -> str: ...
     def heal(self) -> None: ...
 
@@ -137,6 +138,10 @@ class SingleBroker:
             raise ValueError(f"a single broker has no fault {fault.action!r}")
         return None
 
+    def elections(self, handle: Any) -> list[UncleanElection]:
+        """One broker elects nothing."""
+        return []
+
     def undo(self, fault: Fault, handle: Any) -> str:
         """Undo the fault; a line on what it did (how many requests a rule hit)."""
         if fault.action in ("crash", "outage"):
@@ -161,21 +166,62 @@ class SingleBroker:
             self.kafka.start_again()
 
 
+@dataclass(frozen=True)
+class UncleanElection:
+    """An unclean election a fault caused, read from the cluster's state: the partition, the leader
+    before the fault and the one elected, the new leader's log end offset when it was elected
+    (frozen: it was cut off from the other brokers), the old leader's log end a moment before
+    (a lower bound) and the monotonic times just before and after the election."""
+
+    topic: str
+    partition: int
+    old_leader: int
+    new_leader: int
+    new_leader_end: int
+    old_leader_end: int | None
+    before: float
+    at: float
+
+    def describe(self) -> str:
+        return (f"unclean election of {self.topic}/{self.partition}: broker {self.new_leader} (log end "
+                f"{self.new_leader_end}) elected in place of {self.old_leader} (log end >= {self.old_leader_end})")
+
+
 class ClusterTarget:
     """The faults of a :class:`~minikafka.testkit.MiniKafkaCluster`: a broker crashed or shut down
     (controlled) and started again after the fault's duration, a partition's leader moved to another
     in-sync replica, a broker cut off from the other brokers or from the clients and healed. The
-    broker and partition are drawn from the fault's own seeded parameters."""
+    broker and partition are drawn from the fault's own seeded parameters.
 
-    actions: tuple[str, ...] = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
-                                "isolate-from-clients")
+    With ``unclean`` (the run's topic has ``unclean.leader.election.enable=true``) it also makes
+    ``unclean-election``: a follower of a partition is cut off from the other brokers until it has
+    left the ISR and the others have taken acknowledged writes it lacks, then every other broker
+    crashes, so the lagging replica is the only one left and is elected; it is healed at once, and
+    the others start again after the fault's duration and truncate to it. Every partition of the
+    topic it then leads without having been in sync is one :class:`UncleanElection`.
 
-    def __init__(self, cluster: Any) -> None:
+    ``slow-follower`` (:data:`CLUSTER_ACTIONS`) is left out until the cluster's controls can delay a
+    follower's fetches: it will go in :attr:`actions` and :meth:`apply` beside ``isolate-from-brokers``.
+    """
+
+    base_actions: tuple[str, ...] = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
+                                     "isolate-from-clients")
+
+    def __init__(self, cluster: Any, unclean: bool = False, out_of_sync_within: float = 20.0) -> None:
         self.cluster = cluster
+        self.actions = self.base_actions + (("unclean-election",) if unclean else ())
+        self.out_of_sync_within = out_of_sync_within
 
     def _node(self, fault: Fault) -> int:
         brokers = sorted(self.cluster.brokers)
         return brokers[int(fault.params.get("pick", 0)) % len(brokers)]
+
+    def _partition(self, fault: Fault) -> tuple[str, int] | None:
+        """The run's topic (the first ``chaos-`` topic) and the partition the fault picks."""
+        topics = sorted(t for t in self.cluster.topics() if t.startswith("chaos-"))
+        if not topics:
+            return None
+        return topics[0], int(fault.params.get("pick", 0)) % self.cluster.topics()[topics[0]]
 
     def apply(self, fault: Fault) -> Any:
         node = self._node(fault)
@@ -188,19 +234,73 @@ class ClusterTarget:
         elif fault.action == "isolate-from-clients":
             self.cluster.isolate(node, "clients")
         elif fault.action == "move-leader":
-            topics = sorted(t for t in self.cluster.topics() if t.startswith("chaos-"))
-            if not topics:
-                return "no topic yet"
-            topic = topics[0]
-            partition = int(fault.params.get("pick", 0)) % self.cluster.topics()[topic]
-            isr = [n for n in self.cluster.isr(topic, partition) if n != self.cluster.leader(topic, partition)]
-            if not isr:
-                return f"{topic}-{partition} has no other in-sync replica"
-            self.cluster.move_leader(topic, partition, isr[int(fault.params.get("pick", 0)) % len(isr)])
-            return f"{topic}-{partition} moved"
+            return self._move_leader(fault)
+        elif fault.action == "unclean-election":
+            return self._unclean_election(fault)
         else:
             raise ValueError(f"a cluster has no fault {fault.action!r}")
         return node
+
+    def _move_leader(self, fault: Fault) -> str:
+        where = self._partition(fault)
+        if where is None:
+            return "no topic yet"
+        topic, partition = where
+        isr = [n for n in self.cluster.isr(topic, partition) if n != self.cluster.leader(topic, partition)]
+        if not isr:
+            return f"{topic}-{partition} has no other in-sync replica"
+        self.cluster.move_leader(topic, partition, isr[int(fault.params.get("pick", 0)) % len(isr)])
+        return f"{topic}-{partition} moved"
+
+    def _unclean_election(self, fault: Fault) -> tuple[list[int], list[UncleanElection]] | str:
+        """Cut a follower off, wait until it is out of sync, crash every other broker (see the class doc)."""
+        where = self._partition(fault)
+        if where is None:
+            return "no topic yet"
+        topic, partition = where
+        state = self.cluster.partition(topic, partition)
+        followers = [n for n in state["replicas"] if n != state["leader"]]
+        if state["leader"] < 0 or not followers:
+            return f"{topic}-{partition} has no leader, or no follower"
+        lagging = followers[int(fault.params.get("pick", 0)) % len(followers)]
+        self.cluster.isolate(lagging, "brokers")
+        try:
+            if not self._left_isr(topic, partition, lagging):
+                return f"broker {lagging} still in sync on {topic}-{partition} after {self.out_of_sync_within:g} s"
+            time.sleep(1.0)  # acknowledged writes it lacks
+            others = [n for n in sorted(self.cluster.brokers) if n != lagging]
+            before_at = time.monotonic()
+            before = {p: self.cluster.partition(topic, p) for p in range(self.cluster.topics()[topic])}
+            for node in sorted(others, key=lambda n: n == state["leader"]):  # the leader last
+                self.cluster.crash(node)
+            at = time.monotonic()
+            elected = [self._election(topic, p, old, self.cluster.partition(topic, p), lagging, before_at, at)
+                       for p, old in before.items()]
+        finally:
+            self.cluster.heal(lagging)
+        return others, [e for e in elected if e is not None]
+
+    def _left_isr(self, topic: str, partition: int, node: int) -> bool:
+        deadline = time.monotonic() + self.out_of_sync_within
+        while node in self.cluster.isr(topic, partition):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    @staticmethod
+    def _election(topic: str, partition: int, old: dict[str, Any], new: dict[str, Any], lagging: int,
+                  before: float, at: float) -> UncleanElection | None:
+        """The unclean election of one partition, if the lagging replica, out of sync, now leads it."""
+        if new["leader"] != lagging or old["leader"] == lagging or lagging in old["isr"]:
+            return None
+        ends = {r["broker"]: r["log_end_offset"] for r in old["replica_offsets"]}
+        return UncleanElection(topic, partition, old["leader"], lagging, ends[lagging], ends.get(old["leader"]),
+                               before, at)
+
+    def elections(self, handle: Any) -> list[UncleanElection]:
+        """The unclean elections a fault (its ``apply``'s handle) caused."""
+        return handle[1] if isinstance(handle, tuple) else []
 
     def undo(self, fault: Fault, handle: Any) -> str:
         if fault.action in ("crash-broker", "controlled-shutdown"):
@@ -209,6 +309,12 @@ class ClusterTarget:
         if fault.action.startswith("isolate"):
             self.cluster.heal(handle)
             return f"broker {handle} cut off and healed"
+        if fault.action == "unclean-election" and isinstance(handle, tuple):
+            crashed, elected = handle
+            for node in crashed:
+                self.cluster.start_broker(node)
+            return "; ".join([e.describe() for e in elected] or ["no partition elected uncleanly"]) + \
+                f"; brokers {crashed} crashed and started again"
         return str(handle)
 
     def heal(self) -> None:
@@ -247,6 +353,8 @@ class Nemesis:
             outcome, info = UNKNOWN, ""
             try:
                 handle = self.target.apply(fault)
+                for election in self.target.elections(handle):
+                    self._record(election)
                 self._stop.wait(fault.duration)
                 info = self.target.undo(fault, handle)
                 outcome = OK
@@ -255,3 +363,10 @@ class Nemesis:
             self.history.record(index, start, "nemesis", "fault", outcome,
                                 info=f"{fault.action} {fault.params or ''} {info}".strip())
             self.applied.append((fault, info))
+
+    def _record(self, election: UncleanElection) -> None:
+        """An ``election`` operation: what the checker needs to tell a loss it explains from a lost write."""
+        index, _ = self.history.begin()
+        self.history.record(index, election.before, "nemesis", "election", OK, end=election.at,
+                            offsets={tp_key(election.topic, election.partition): election.new_leader_end},
+                            info=election.describe())

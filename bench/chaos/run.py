@@ -28,6 +28,8 @@ class Result:
     applied: list[tuple[Fault, str]]
     anomalies: list[checker.Anomaly]
     drained: bool = True
+    #: anomalies an unclean leader election explains, each with its election's operation index
+    explained: list[tuple[checker.Anomaly, int]] = field(default_factory=list)
     process_errors: dict[str, list[str]] = field(default_factory=dict)
 
     def counts(self) -> Counter[tuple[str, str]]:
@@ -62,9 +64,13 @@ def processes(bootstrap: str, topic: str, partitions: int, history: History, see
     return writers, readers
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, replication: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication: int, unclean: bool = False) -> None:
+    """The run's topic; with ``unclean``, ``unclean.leader.election.enable=true`` on it alone (the
+    internal topics keep the broker's setting)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    for future in admin.create_topics([NewTopic(topic, partitions, replication)], request_timeout=15).values():
+    config = {"unclean.leader.election.enable": "true"} if unclean else {}
+    for future in admin.create_topics([NewTopic(topic, partitions, replication, config=config)],
+                                      request_timeout=15).values():
         future.result(30)
 
 
@@ -73,13 +79,14 @@ Workload = Callable[[str, str, int, History, int, str], tuple[list[Process], lis
 
 def run(bootstrap: str, seconds: float, seed: int, target: Target | None = None, partitions: int = 3,
         replication: int = 1, interval: float = 4.0, log: Callable[[str], Any] = lambda _: None,
-        faults: list[Fault] | None = None, workload: Workload = processes) -> Result:
+        faults: list[Fault] | None = None, workload: Workload = processes, unclean: bool = False) -> Result:
     """Run the workload against ``bootstrap`` for ``seconds``, with the nemesis on ``target``
-    (none when None) following the seed's schedule (or ``faults``), then drain and check."""
+    (none when None) following the seed's schedule (or ``faults``), then drain and check;
+    ``unclean``: the topic allows unclean leader elections."""
     run_id = f"{seed}-{uuid.uuid4().hex[:6]}"
     topic = f"chaos-{run_id}"
     history = History()
-    create_topic(bootstrap, topic, partitions, replication)
+    create_topic(bootstrap, topic, partitions, replication, unclean)
     if faults is None:
         faults = schedule(seed, seconds, target.actions, interval) if target is not None else []
     writers, readers = workload(bootstrap, topic, partitions, history, seed, run_id)
@@ -101,8 +108,9 @@ def run(bootstrap: str, seconds: float, seed: int, target: Target | None = None,
     drained = all([drain(bootstrap, topic, partitions, history, "read_committed"),
                    drain(bootstrap, topic, partitions, history, "read_uncommitted")])
     ops = history.ops
-    return Result(seed, ops, faults, nemesis.applied if nemesis else [], checker.check(ops), drained,
-                  {p.name: p.errors for p in writers + readers if p.errors})
+    findings = checker.examine(ops)
+    return Result(seed, ops, faults, nemesis.applied if nemesis else [], findings.anomalies, drained,
+                  {p.name: p.errors for p in writers + readers if p.errors}, findings.explained)
 
 
 def report(result: Result, show_ops: int = 6) -> str:
@@ -122,11 +130,24 @@ def report(result: Result, show_ops: int = 6) -> str:
     for name, errors in sorted(result.process_errors.items()):
         lines.append(f"process {name} stopped early or struggled: {'; '.join(errors[:3])}")
     by_index = {op.index: op for op in result.ops}
+    if result.explained:
+        by_kind = Counter(anomaly.kind for anomaly, _ in result.explained)
+        lines.append(f"explained by unclean leader elections ({len(result.explained)}): "
+                     + ", ".join(f"{kind} {count}" for kind, count in sorted(by_kind.items())))
+        for anomaly, election in result.explained:
+            lines.append(f"  {anomaly.kind}: {anomaly.message}; by {by_index[election].info}")
     lines.append(f"anomalies: {len(result.anomalies)}")
-    for anomaly in result.anomalies:
+    lines += describe_anomalies(result.anomalies, by_index, show_ops)
+    return "\n".join(lines)
+
+
+def describe_anomalies(anomalies: list[checker.Anomaly], by_index: dict[int, Op], show_ops: int) -> list[str]:
+    """Each anomaly and (up to ``show_ops`` of) the operations that show it."""
+    lines = []
+    for anomaly in anomalies:
         lines.append(f"  {anomaly.kind}: {anomaly.message}")
         for index in anomaly.ops[:show_ops]:
             lines.append(f"      {by_index[index].describe()}")
         if len(anomaly.ops) > show_ops:
             lines.append(f"      ... {len(anomaly.ops) - show_ops} more operations")
-    return "\n".join(lines)
+    return lines
