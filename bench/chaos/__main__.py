@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException
 
 from bench.chaos import checker
 from bench.chaos.history import dump, load
-from bench.chaos.run import describe_anomalies, report, run
+from bench.chaos.run import describe_anomalies, describe_explained, report, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,9 +89,8 @@ def _check_only(path: Path) -> int:
     by_index = {op.index: op for op in ops}
     print(f"{len(ops)} operations, {len(findings.anomalies)} anomalies, "
           f"{len(findings.explained)} explained by unclean leader elections")
-    for anomaly, election in findings.explained:
-        print(f"  {anomaly.kind}: {anomaly.message}; by {by_index[election].info}")
-    for line in describe_anomalies(findings.anomalies, by_index, len(ops)):
+    for line in describe_explained(findings.explained, by_index, len(ops)) + \
+            describe_anomalies(findings.anomalies, by_index, len(ops)):
         print(line)
     return 1 if findings.anomalies else 0
 

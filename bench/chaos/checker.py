@@ -136,7 +136,11 @@ def examine(history: Iterable[Op]) -> Findings:
     elections = unclean.elections(ops)
     findings = Findings([], [])
     for anomaly in found:
-        election = unclean.explaining(anomaly.positions, [index.by_index[i] for i in anomaly.ops], elections)
+        shown_by = [index.by_index[i] for i in anomaly.ops]
+        if anomaly.kind == "aborted-read":
+            election = unclean.explaining_marker(anomaly.positions, shown_by[0], elections, index.ops)
+        else:
+            election = unclean.explaining(anomaly.positions, shown_by, elections)
         if election is None:
             findings.anomalies.append(anomaly)
         else:
@@ -222,7 +226,7 @@ def aborted_reads(index: _Index) -> list[Anomaly]:
             continue
         readers = sorted({op.index for op, _ in index.reads[value] if _isolation(op) == READ_COMMITTED})
         out.append(Anomaly("aborted-read", f"{value} of aborted transaction {writer[0].txn_id} read committed",
-                           (writer[0].index, *readers)))
+                           (writer[0].index, *readers), _at(writer[1])))
     return out
 
 
@@ -235,13 +239,15 @@ def non_atomic(index: _Index) -> list[Anomaly]:
             missing = [v for v in values if v not in index.rc_read_values]
             readers = sorted({r.index for v in seen for r, _ in index.reads[v] if _isolation(r) == READ_COMMITTED})
             out.append(Anomaly("non-atomic", f"transaction {op.txn_id}: {', '.join(seen)} seen read_committed,"
-                               f" {', '.join(missing)} not", (op.index, *readers)))
+                               f" {', '.join(missing)} not", (op.index, *readers),
+                               _at(*(w for w in op.writes if w.value in missing))))
     return out
 
 
 def poll_order(index: _Index) -> list[Anomaly]:
     """Non-monotonic and skipping reads within one consumer's session on one partition."""
     visible: dict[tuple[bool, TP], set[int]] = defaultdict(set)
+    first_reader: dict[tuple[bool, TP, int], Op] = {}
     streams: dict[tuple[str, int | None, TP], list[tuple[Op, Rec]]] = defaultdict(list)
     for op in index.ops:
         if op.kind != "poll":
@@ -251,8 +257,10 @@ def poll_order(index: _Index) -> list[Anomaly]:
             if rec.offset is None:
                 continue
             visible[False, rec.tp].add(rec.offset)
+            first_reader.setdefault((False, rec.tp, rec.offset), op)
             if rc:
                 visible[True, rec.tp].add(rec.offset)
+                first_reader.setdefault((True, rec.tp, rec.offset), op)
             streams[op.process, op.session, rec.tp].append((op, rec))
     sorted_visible = {key: sorted(offsets) for key, offsets in visible.items()}
     out = []
@@ -264,13 +272,16 @@ def poll_order(index: _Index) -> list[Anomaly]:
             where = f"{process} on {tp[0]}/{tp[1]}"
             if b.offset <= a.offset:
                 out.append(Anomaly("nonmonotonic-poll", f"{where} read offset {b.offset} ({b.value})"
-                                   f" after {a.offset} ({a.value})", _pair(op_a, op_b)))
+                                   f" after {a.offset} ({a.value})", _pair(op_a, op_b), _at(a)))
                 continue
             first = bisect.bisect_right(known, a.offset)
             if first < len(known) and known[first] < b.offset:
                 skipped = known[first:bisect.bisect_left(known, b.offset)]
+                witness = first_reader[rc, tp, skipped[0]]  # a read of what was skipped
                 out.append(Anomaly("skipped-offset", f"{where} read offset {a.offset} then {b.offset},"
-                                   f" skipping {_offsets_text(skipped)}", _pair(op_a, op_b)))
+                                   f" skipping {_offsets_text(skipped)} (read by {witness.process})",
+                                   tuple(sorted({op_a.index, op_b.index, witness.index})),
+                                   tuple((tp, offset) for offset in skipped)))
     return out
 
 
@@ -296,7 +307,7 @@ def send_order(index: _Index) -> list[Anomaly]:
             if prev is not None and prev[1].offset is not None and rec.offset <= prev[1].offset:
                 out.append(Anomaly("nonmonotonic-send", f"{op.process} wrote {rec.value} to {rec.topic}/"
                                    f"{rec.partition} at {rec.offset} after {prev[1].value} at {prev[1].offset}",
-                                   _pair(prev[0], op)))
+                                   _pair(prev[0], op), _at(prev[1])))
             last[key] = (op, rec)
     return out
 
@@ -315,7 +326,8 @@ def offset_regressions(index: _Index) -> list[Anomaly]:
             before = before_of(op.start)
             if before is not None and offset < before[1]:
                 out.append(Anomaly("offset-regression", f"group {group} committed {tp[0]}/{tp[1]} at {offset}"
-                                   f" after {before[1]} had been committed", (before[0].index, op.index)))
+                                   f" after {before[1]} had been committed", (before[0].index, op.index),
+                                   ((tp, before[1] - 1),)))
     out.extend(_assignment_regressions(index, commits))
     return out
 
@@ -353,7 +365,7 @@ def _assignment_regressions(index: _Index, commits: dict[tuple[str, TP], list[tu
             if read is not None and read[1].offset is not None and before is not None and read[1].offset < before[1]:
                 out.append(Anomaly("offset-regression", f"{op.process} of group {op.group}, assigned {key},"
                                    f" read from {read[1].offset} below committed {before[1]}",
-                                   (before[0].index, op.index, read[0].index)))
+                                   (before[0].index, op.index, read[0].index), ((tp, before[1] - 1),)))
     return out
 
 

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bench.chaos.cluster_watch import ElectionWatcher, UncleanElection
 from bench.chaos.history import OK, UNKNOWN, History, tp_key
 
 SINGLE_BROKER_ACTIONS = ("crash", "outage", "restart-dirty", "restart-clean", "drop-produce", "drop-txn", "delay",
@@ -64,7 +65,7 @@ class Target(Protocol):
     actions: tuple[str, ...]
 
     def apply(self, fault: Fault) -> Any: ...
-    def elections(self, handle: Any) -> list[UncleanElection]: ...
+    def elections(self) -> list[UncleanElection]: ...
     def undo(self, fault: Fault, handle: Any) -> str: ...
     def heal(self) -> None: ...
 
@@ -138,7 +139,7 @@ class SingleBroker:
             raise ValueError(f"a single broker has no fault {fault.action!r}")
         return None
 
-    def elections(self, handle: Any) -> list[UncleanElection]:
+    def elections(self) -> list[UncleanElection]:
         """One broker elects nothing."""
         return []
 
@@ -166,27 +167,6 @@ class SingleBroker:
             self.kafka.start_again()
 
 
-@dataclass(frozen=True)
-class UncleanElection:
-    """An unclean election a fault caused, read from the cluster's state: the partition, the leader
-    before the fault and the one elected, the new leader's log end offset when it was elected
-    (frozen: it was cut off from the other brokers), the old leader's log end a moment before
-    (a lower bound) and the monotonic times just before and after the election."""
-
-    topic: str
-    partition: int
-    old_leader: int
-    new_leader: int
-    new_leader_end: int
-    old_leader_end: int | None
-    before: float
-    at: float
-
-    def describe(self) -> str:
-        return (f"unclean election of {self.topic}/{self.partition}: broker {self.new_leader} (log end "
-                f"{self.new_leader_end}) elected in place of {self.old_leader} (log end >= {self.old_leader_end})")
-
-
 class ClusterTarget:
     """The faults of a :class:`~minikafka.testkit.MiniKafkaCluster`: a broker crashed or shut down
     (controlled) and started again after the fault's duration, a partition's leader moved to another
@@ -197,8 +177,9 @@ class ClusterTarget:
     ``unclean-election``: a follower of a partition is cut off from the other brokers until it has
     left the ISR and the others have taken acknowledged writes it lacks, then every other broker
     crashes, so the lagging replica is the only one left and is elected; it is healed at once, and
-    the others start again after the fault's duration and truncate to it. Every partition of the
-    topic it then leads without having been in sync is one :class:`UncleanElection`.
+    the others start again after the fault's duration and truncate to it. Any fault may then cause
+    an unclean election (the last in-sync replica crashed), so an :class:`ElectionWatcher` reads the
+    cluster throughout and :meth:`elections` hands over what it saw.
 
     ``slow-follower`` (:data:`CLUSTER_ACTIONS`) is left out until the cluster's controls can delay a
     follower's fetches: it will go in :attr:`actions` and :meth:`apply` beside ``isolate-from-brokers``.
@@ -211,6 +192,7 @@ class ClusterTarget:
         self.cluster = cluster
         self.actions = self.base_actions + (("unclean-election",) if unclean else ())
         self.out_of_sync_within = out_of_sync_within
+        self.watcher = ElectionWatcher(cluster).start() if unclean else None
 
     def _node(self, fault: Fault) -> int:
         brokers = sorted(self.cluster.brokers)
@@ -252,8 +234,9 @@ class ClusterTarget:
         self.cluster.move_leader(topic, partition, isr[int(fault.params.get("pick", 0)) % len(isr)])
         return f"{topic}-{partition} moved"
 
-    def _unclean_election(self, fault: Fault) -> tuple[list[int], list[UncleanElection]] | str:
-        """Cut a follower off, wait until it is out of sync, crash every other broker (see the class doc)."""
+    def _unclean_election(self, fault: Fault) -> list[int] | str:
+        """Cut a follower off, wait until it is out of sync, crash every other broker (see the class
+        doc); the brokers crashed."""
         where = self._partition(fault)
         if where is None:
             return "no topic yet"
@@ -269,16 +252,11 @@ class ClusterTarget:
                 return f"broker {lagging} still in sync on {topic}-{partition} after {self.out_of_sync_within:g} s"
             time.sleep(1.0)  # acknowledged writes it lacks
             others = [n for n in sorted(self.cluster.brokers) if n != lagging]
-            before_at = time.monotonic()
-            before = {p: self.cluster.partition(topic, p) for p in range(self.cluster.topics()[topic])}
             for node in sorted(others, key=lambda n: n == state["leader"]):  # the leader last
                 self.cluster.crash(node)
-            at = time.monotonic()
-            elected = [self._election(topic, p, old, self.cluster.partition(topic, p), lagging, before_at, at)
-                       for p, old in before.items()]
         finally:
             self.cluster.heal(lagging)
-        return others, [e for e in elected if e is not None]
+        return others
 
     def _left_isr(self, topic: str, partition: int, node: int) -> bool:
         deadline = time.monotonic() + self.out_of_sync_within
@@ -288,19 +266,9 @@ class ClusterTarget:
             time.sleep(0.1)
         return True
 
-    @staticmethod
-    def _election(topic: str, partition: int, old: dict[str, Any], new: dict[str, Any], lagging: int,
-                  before: float, at: float) -> UncleanElection | None:
-        """The unclean election of one partition, if the lagging replica, out of sync, now leads it."""
-        if new["leader"] != lagging or old["leader"] == lagging or lagging in old["isr"]:
-            return None
-        ends = {r["broker"]: r["log_end_offset"] for r in old["replica_offsets"]}
-        return UncleanElection(topic, partition, old["leader"], lagging, ends[lagging], ends.get(old["leader"]),
-                               before, at)
-
-    def elections(self, handle: Any) -> list[UncleanElection]:
-        """The unclean elections a fault (its ``apply``'s handle) caused."""
-        return handle[1] if isinstance(handle, tuple) else []
+    def elections(self) -> list[UncleanElection]:
+        """The unclean elections seen since the last call."""
+        return self.watcher.found() if self.watcher is not None else []
 
     def undo(self, fault: Fault, handle: Any) -> str:
         if fault.action in ("crash-broker", "controlled-shutdown"):
@@ -309,12 +277,10 @@ class ClusterTarget:
         if fault.action.startswith("isolate"):
             self.cluster.heal(handle)
             return f"broker {handle} cut off and healed"
-        if fault.action == "unclean-election" and isinstance(handle, tuple):
-            crashed, elected = handle
-            for node in crashed:
+        if fault.action == "unclean-election" and isinstance(handle, list):
+            for node in handle:
                 self.cluster.start_broker(node)
-            return "; ".join([e.describe() for e in elected] or ["no partition elected uncleanly"]) + \
-                f"; brokers {crashed} crashed and started again"
+            return f"brokers {handle} crashed and started again"
         return str(handle)
 
     def heal(self) -> None:
@@ -344,6 +310,8 @@ class Nemesis:
         self._stop.set()
         self._thread.join(120)
         self.target.heal()
+        time.sleep(0.5)  # the elections the healing made, seen by a watcher
+        self._record_elections()
 
     def _run(self) -> None:
         for fault in self.faults:
@@ -353,10 +321,10 @@ class Nemesis:
             outcome, info = UNKNOWN, ""
             try:
                 handle = self.target.apply(fault)
-                for election in self.target.elections(handle):
-                    self._record(election)
+                self._record_elections()
                 self._stop.wait(fault.duration)
                 info = self.target.undo(fault, handle)
+                self._record_elections()
                 outcome = OK
             except Exception as exc:  # the run goes on; the report shows the fault that failed
                 info = f"error: {exc!r}"
@@ -364,9 +332,11 @@ class Nemesis:
                                 info=f"{fault.action} {fault.params or ''} {info}".strip())
             self.applied.append((fault, info))
 
-    def _record(self, election: UncleanElection) -> None:
-        """An ``election`` operation: what the checker needs to tell a loss it explains from a lost write."""
-        index, _ = self.history.begin()
-        self.history.record(index, election.before, "nemesis", "election", OK, end=election.at,
-                            offsets={tp_key(election.topic, election.partition): election.new_leader_end},
-                            info=election.describe())
+    def _record_elections(self) -> None:
+        """An ``election`` operation for each unclean election the target saw: what the checker
+        needs to tell a loss it explains from a lost write."""
+        for election in self.target.elections():
+            index, _ = self.history.begin()
+            self.history.record(index, election.before, "nemesis", "election", OK, end=election.at,
+                                offsets={tp_key(election.topic, election.partition): election.new_leader_end},
+                                info=election.describe())

@@ -109,8 +109,9 @@ def run(bootstrap: str, seconds: float, seed: int, target: Target | None = None,
                    drain(bootstrap, topic, partitions, history, "read_uncommitted")])
     ops = history.ops
     findings = checker.examine(ops)
-    return Result(seed, ops, faults, nemesis.applied if nemesis else [], findings.anomalies, drained,
-                  {p.name: p.errors for p in writers + readers if p.errors}, findings.explained)
+    return Result(seed, ops, faults, nemesis.applied if nemesis else [], findings.anomalies, drained=drained,
+                  process_errors={p.name: p.errors for p in writers + readers if p.errors},
+                  explained=findings.explained)
 
 
 def report(result: Result, show_ops: int = 6) -> str:
@@ -130,15 +131,33 @@ def report(result: Result, show_ops: int = 6) -> str:
     for name, errors in sorted(result.process_errors.items()):
         lines.append(f"process {name} stopped early or struggled: {'; '.join(errors[:3])}")
     by_index = {op.index: op for op in result.ops}
-    if result.explained:
-        by_kind = Counter(anomaly.kind for anomaly, _ in result.explained)
-        lines.append(f"explained by unclean leader elections ({len(result.explained)}): "
-                     + ", ".join(f"{kind} {count}" for kind, count in sorted(by_kind.items())))
-        for anomaly, election in result.explained:
-            lines.append(f"  {anomaly.kind}: {anomaly.message}; by {by_index[election].info}")
+    lines += describe_explained(result.explained, by_index, show_ops)
     lines.append(f"anomalies: {len(result.anomalies)}")
     lines += describe_anomalies(result.anomalies, by_index, show_ops)
     return "\n".join(lines)
+
+
+def describe_explained(explained: list[tuple[checker.Anomaly, int]], by_index: dict[int, Op],
+                       show: int) -> list[str]:
+    """What the unclean elections explain: per election, the counts by kind and (up to ``show``)
+    the anomalies with what they lost."""
+    if not explained:
+        return []
+    by_election: dict[int, list[checker.Anomaly]] = {}
+    for anomaly, election in explained:
+        by_election.setdefault(election, []).append(anomaly)
+    # a lost write shown by its write alone was never read; one shown with a read was overwritten
+    lost = sum(1 for anomaly, _ in explained if anomaly.kind == "lost-write" and len(anomaly.ops) == 1)
+    lines = [f"explained by {len(by_election)} unclean leader election(s): {len(explained)} anomalies,"
+             f" {lost} of them acknowledged writes never read"]
+    for election, anomalies in sorted(by_election.items()):
+        kinds = Counter(anomaly.kind for anomaly in anomalies)
+        lines.append(f"  #{election} {by_index[election].info}: "
+                     + ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items())))
+        lines += [f"      {anomaly.kind}: {anomaly.message}" for anomaly in anomalies[:show]]
+        if len(anomalies) > show:
+            lines.append(f"      ... {len(anomalies) - show} more")
+    return lines
 
 
 def describe_anomalies(anomalies: list[checker.Anomaly], by_index: dict[int, Op], show_ops: int) -> list[str]:

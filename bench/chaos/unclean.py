@@ -10,7 +10,23 @@ log end offset when it was elected.
 An anomaly is explained by an election when every log position it is about lies at or above that
 election's log end on its partition, and an operation showing it began before the new leader was
 in place (a record written, or read, while the old leader still held it). Anything else is an
-anomaly: a record below the new leader's log end was on the new leader, and must survive.
+anomaly: a record below the new leader's log end was on the new leader, and must survive. The
+positions of each kind (:mod:`bench.chaos.checker`):
+
+- lost write: the record acknowledged; inconsistent offset: the offset read twice;
+- non-atomic transaction: its records not seen;
+- non-monotonic poll: the offset read before the step back; non-monotonic send: the producer's
+  write before the step back (both read from, or written to, the old leader);
+- skipped offset: the offsets skipped (the witness that read them is among the operations);
+- offset regression: the record before the offset committed first (a commit of ``n`` says the
+  group consumed ``n - 1``).
+
+An *aborted read* is the one kind whose position is unknown: its record survived (a consumer read
+it), the transaction's abort marker, somewhere after it, did not, so the new leader still held the
+transaction open and the producer's next commit on the partition committed it. It is explained
+when the abort was answered before an unclean election of the partition whose new leader's log
+ended after the record, and no record written after the abort lies between the two (such a record
+would prove the marker below the new leader's log end).
 """
 
 from __future__ import annotations
@@ -52,3 +68,20 @@ def explaining(positions: Sequence[tuple[TP, int]], ops: Sequence[Op],
             return None
         first = first or election
     return first
+
+
+def explaining_marker(positions: Sequence[tuple[TP, int]], aborted: Op, found: Sequence[Election],
+                      ops: Sequence[Op]) -> Election | None:
+    """The election that explains an aborted read of the record at ``positions`` (one) written by the
+    ``aborted`` transaction, or None (see the module doc)."""
+    if len(positions) != 1:
+        return None
+    tp, offset = positions[0]
+    for election in found:
+        if election.tp != tp or aborted.end > election.at or not offset < election.new_leader_end:
+            continue
+        later = any(rec.tp == tp and rec.offset is not None and offset < rec.offset < election.new_leader_end
+                    for op in ops if op.kind in ("send", "txn") and op.start >= aborted.end for rec in op.writes)
+        if not later:
+            return election
+    return None

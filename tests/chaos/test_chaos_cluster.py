@@ -1,7 +1,6 @@
 """A short seeded chaos run on a three-broker cluster: a light workload (five confluent-kafka
-clients) while the cluster nemesis crashes and shuts down brokers, moves leaders, cuts brokers off
-and makes an unclean leader election; zero anomalies in the history, and the records the election
-lost attributed to it."""
+clients) while the cluster nemesis crashes and shuts down brokers (controlled), moves leaders and
+cuts brokers off from the others or from the clients (seed 5); zero anomalies in the history."""
 
 from __future__ import annotations
 
@@ -35,15 +34,16 @@ def light(bootstrap: str, topic: str, partitions: int, history: History, seed: i
 
 
 def test_the_seeds_schedule_holds_every_cluster_fault() -> None:
-    actions = ClusterTarget(None, unclean=True).actions
+    actions = ClusterTarget(None).actions
     faults = schedule(SEED, SECONDS, actions, INTERVAL)
     assert {fault.action for fault in faults} == set(actions)
+    assert "unclean-election" not in actions and "unclean-election" in ClusterTarget(None, unclean=True).actions
 
 
 def test_short_cluster_run_under_faults_has_no_anomaly() -> None:
     with MiniKafkaCluster(brokers=3, config=CONFIG) as cluster:
-        result = run(cluster.bootstrap, SECONDS, SEED, ClusterTarget(cluster, unclean=True), replication=3,
-                     interval=INTERVAL, workload=light, unclean=True)
+        result = run(cluster.bootstrap, SECONDS, SEED, ClusterTarget(cluster), replication=3,
+                     interval=INTERVAL, workload=light)
     text = report(result)
     assert result.anomalies == [], text
     assert result.drained, text
@@ -52,10 +52,7 @@ def test_short_cluster_run_under_faults_has_no_anomaly() -> None:
         assert counts[kind, outcome] > 0, (kind, outcome, text)
     assert [fault for fault, _ in result.applied] == result.faults, text
     assert counts["fault", "ok"] == len(result.faults), text
-    elections = [op for op in result.ops if op.kind == "election"]
-    assert elections, text
-    by_index = {op.index: op for op in result.ops}
-    assert all(by_index[election].kind == "election" for _, election in result.explained)
+    assert not result.explained and not [op for op in result.ops if op.kind == "election"], text
     assert f"seed {SEED}" in text and "anomalies: 0" in text
 
 
