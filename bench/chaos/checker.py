@@ -134,13 +134,14 @@ def examine(history: Iterable[Op]) -> Findings:
              *non_atomic(index), *poll_order(index), *send_order(index), *offset_regressions(index),
              *txn_cycles(index)]
     elections = unclean.elections(ops)
+    seen = unclean.first_seen(ops) if elections else {}
     findings = Findings([], [])
     for anomaly in found:
         shown_by = [index.by_index[i] for i in anomaly.ops]
         if anomaly.kind == "aborted-read":
             election = unclean.explaining_marker(anomaly.positions, shown_by[0], elections, index.ops)
         else:
-            election = unclean.explaining(anomaly.positions, shown_by, elections)
+            election = unclean.explaining(anomaly.positions, shown_by, elections, seen)
         if election is None:
             findings.anomalies.append(anomaly)
         else:
@@ -280,7 +281,7 @@ def poll_order(index: _Index) -> list[Anomaly]:
                 witness = first_reader[rc, tp, skipped[0]]  # a read of what was skipped
                 out.append(Anomaly("skipped-offset", f"{where} read offset {a.offset} then {b.offset},"
                                    f" skipping {_offsets_text(skipped)} (read by {witness.process})",
-                                   tuple(sorted({op_a.index, op_b.index, witness.index})),
+                                   _pair(op_a, op_b),
                                    tuple((tp, offset) for offset in skipped)))
     return out
 

@@ -9,7 +9,8 @@ log end offset when it was elected.
 
 An anomaly is explained by an election when every log position it is about lies at or above that
 election's log end on its partition, and an operation showing it began before the new leader was
-in place (a record written, or read, while the old leader still held it). Anything else is an
+in place, or one of its positions was written or read before (a record the old leader held: a
+group may commit an offset after the election that it read up to before). Anything else is an
 anomaly: a record below the new leader's log end was on the new leader, and must survive. The
 positions of each kind (:mod:`bench.chaos.checker`):
 
@@ -55,15 +56,30 @@ def elections(ops: Iterable[Op]) -> list[Election]:
             for op in ops if op.kind == "election" for key, end in op.offsets.items()]
 
 
-def explaining(positions: Sequence[tuple[TP, int]], ops: Sequence[Op],
-               found: Sequence[Election]) -> Election | None:
-    """The election that explains an anomaly about ``positions`` shown by ``ops``, or None."""
+def first_seen(ops: Iterable[Op]) -> dict[tuple[TP, int], float]:
+    """When each log position was first written to (an acknowledged write's offset) or read from:
+    the start of the earliest operation that did."""
+    out: dict[tuple[TP, int], float] = {}
+    for op in ops:
+        for rec in (*op.writes, *op.reads):
+            if rec.offset is not None:
+                key = (rec.tp, rec.offset)
+                out[key] = min(out.get(key, op.start), op.start)
+    return out
+
+
+def explaining(positions: Sequence[tuple[TP, int]], ops: Sequence[Op], found: Sequence[Election],
+               seen: dict[tuple[TP, int], float]) -> Election | None:
+    """The election that explains an anomaly about ``positions`` shown by ``ops``, or None: each
+    position lies at or above its log end, and was written or read (or the anomaly's first
+    operation began) before it; ``seen`` is :func:`first_seen` of the history."""
     if not positions or not ops or not found:
         return None
     began = min(op.start for op in ops)
     first: Election | None = None
     for tp, offset in positions:
-        election = next((e for e in found if e.tp == tp and offset >= e.new_leader_end and began <= e.at), None)
+        since = min(seen.get((tp, offset), began), began)
+        election = next((e for e in found if e.tp == tp and offset >= e.new_leader_end and since <= e.at), None)
         if election is None:
             return None
         first = first or election

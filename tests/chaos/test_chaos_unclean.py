@@ -119,3 +119,17 @@ def test_an_aborted_read_is_an_anomaly_when_a_later_write_proves_the_marker_kept
     findings = examine(story.ops)
     assert findings.explained == []
     assert [(a.kind, a.ops[0]) for a in findings.anomalies if a.kind == "aborted-read"] == [("aborted-read", ids["txn-e"])]
+
+
+def test_an_offset_read_before_the_election_and_committed_after_it_may_go_back() -> None:
+    """u0 read 0:3 from the old leader, the election dropped it, then u0 committed 4 all the same,
+    and later 3: the offset it went back from was read before the election."""
+    story, _ = clean()
+    story.add("w0", "send", writes=(rec("h", 0, 3),))
+    story.poll("u0", [rec("h", 0, 3)], isolation="read_uncommitted", group="u", session=2)
+    election = elect(story, 0, 3)
+    ahead = story.add("u0", "commit", offsets={"t/0": 4}, group="u")
+    back = story.add("u0", "commit", offsets={"t/0": 3}, group="u")
+    findings = examine(story.ops)
+    assert ("offset-regression", (ahead, back), election) in [(a.kind, a.ops, by) for a, by in findings.explained]
+    assert findings.anomalies == []
