@@ -73,12 +73,16 @@ TP = tuple[str, int]
 @dataclass(frozen=True)
 class Anomaly:
     """One anomaly: what, in words, and the operations (history indexes) that show it;
-    ``positions``: the log positions (partition, offset) whose records it is about."""
+    ``positions``: the log positions (partition, offset) whose records it is about, and
+    ``decided`` (see below)."""
 
     kind: str
     message: str
     ops: tuple[int, ...]
     positions: tuple[tuple[TP, int], ...] = field(default=(), compare=False)
+    #: for records of transactions (an aborted read, a skipped record): the time by which their
+    #: transaction's end marker had been written (:func:`bench.chaos.unclean.explaining_marker`)
+    decided: float | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -138,10 +142,9 @@ def examine(history: Iterable[Op]) -> Findings:
     findings = Findings([], [])
     for anomaly in found:
         shown_by = [index.by_index[i] for i in anomaly.ops]
-        if anomaly.kind == "aborted-read":
-            election = unclean.explaining_marker(anomaly.positions, shown_by[0], elections, index.ops)
-        else:
-            election = unclean.explaining(anomaly.positions, shown_by, elections, seen)
+        election = unclean.explaining(anomaly.positions, shown_by, elections, seen)
+        if election is None and anomaly.decided is not None:
+            election = unclean.explaining_marker(anomaly.positions, anomaly.decided, elections, index.ops)
         if election is None:
             findings.anomalies.append(anomaly)
         else:
@@ -196,11 +199,20 @@ def duplicates(index: _Index) -> list[Anomaly]:
     for op in index.committed_txns:
         for rec in {r.value: r for r in op.reads}.values():
             consumed_by[rec.value].append(op)
+    commits = _commits(index)
     for value, txns in consumed_by.items():
         if len(txns) > 1:
             out.append(Anomaly("duplicate", f"{value} consumed by {len(txns)} committed transactions",
-                               tuple(op.index for op in txns)))
+                               tuple(op.index for op in txns), _reconsumed_from(txns[-1], value, commits)))
     return out
+
+
+def _reconsumed_from(txn: Op, value: str, commits: dict[tuple[str, TP], list[tuple[Op, int]]]) -> tuple[tuple[TP, int], ...]:
+    """The position a group consuming ``value`` again had consumed up to before (its committed offset
+    less one): if an unclean election dropped it, the group's position was out of range and reset."""
+    rec = next(r for r in txn.reads if r.value == value)
+    before = _CommittedBefore(commits.get((txn.group or "", rec.tp), []))(txn.start)
+    return () if before is None or rec.offset is None or before[1] <= rec.offset else ((rec.tp, before[1] - 1),)
 
 
 def inconsistent_offsets(index: _Index) -> list[Anomaly]:
@@ -227,7 +239,7 @@ def aborted_reads(index: _Index) -> list[Anomaly]:
             continue
         readers = sorted({op.index for op, _ in index.reads[value] if _isolation(op) == READ_COMMITTED})
         out.append(Anomaly("aborted-read", f"{value} of aborted transaction {writer[0].txn_id} read committed",
-                           (writer[0].index, *readers), _at(writer[1])))
+                           (writer[0].index, *readers), _at(writer[1]), decided=writer[0].end))
     return out
 
 
@@ -248,7 +260,7 @@ def non_atomic(index: _Index) -> list[Anomaly]:
 def poll_order(index: _Index) -> list[Anomaly]:
     """Non-monotonic and skipping reads within one consumer's session on one partition."""
     visible: dict[tuple[bool, TP], set[int]] = defaultdict(set)
-    first_reader: dict[tuple[bool, TP, int], Op] = {}
+    first_reader: dict[tuple[bool, TP, int], tuple[Op, Rec]] = {}
     streams: dict[tuple[str, int | None, TP], list[tuple[Op, Rec]]] = defaultdict(list)
     for op in index.ops:
         if op.kind != "poll":
@@ -258,10 +270,10 @@ def poll_order(index: _Index) -> list[Anomaly]:
             if rec.offset is None:
                 continue
             visible[False, rec.tp].add(rec.offset)
-            first_reader.setdefault((False, rec.tp, rec.offset), op)
+            first_reader.setdefault((False, rec.tp, rec.offset), (op, rec))
             if rc:
                 visible[True, rec.tp].add(rec.offset)
-                first_reader.setdefault((True, rec.tp, rec.offset), op)
+                first_reader.setdefault((True, rec.tp, rec.offset), (op, rec))
             streams[op.process, op.session, rec.tp].append((op, rec))
     sorted_visible = {key: sorted(offsets) for key, offsets in visible.items()}
     out = []
@@ -278,11 +290,13 @@ def poll_order(index: _Index) -> list[Anomaly]:
             first = bisect.bisect_right(known, a.offset)
             if first < len(known) and known[first] < b.offset:
                 skipped = known[first:bisect.bisect_left(known, b.offset)]
-                witness = first_reader[rc, tp, skipped[0]]  # a read of what was skipped
+                witnesses = [first_reader[rc, tp, offset] for offset in skipped]  # reads of what was skipped
+                transactional = all(index.writer.get(rec.value, (None,))[0] is not None
+                                    and index.writer[rec.value][0].kind == "txn" for _, rec in witnesses)
                 out.append(Anomaly("skipped-offset", f"{where} read offset {a.offset} then {b.offset},"
-                                   f" skipping {_offsets_text(skipped)} (read by {witness.process})",
-                                   _pair(op_a, op_b),
-                                   tuple((tp, offset) for offset in skipped)))
+                                   f" skipping {_offsets_text(skipped)} (read by {witnesses[0][0].process})",
+                                   _pair(op_a, op_b), tuple((tp, offset) for offset in skipped),
+                                   decided=op_b.end if transactional else None))
     return out
 
 
@@ -315,11 +329,7 @@ def send_order(index: _Index) -> list[Anomaly]:
 
 def offset_regressions(index: _Index) -> list[Anomaly]:
     """Committed offsets per group and partition: never below one committed (ok) before."""
-    commits: dict[tuple[str, TP], list[tuple[Op, int]]] = defaultdict(list)
-    for op in index.ops:
-        if op.group and op.outcome == OK and op.kind in ("commit", "txn"):
-            for key, offset in op.offsets.items():
-                commits[op.group, parse_tp(key)].append((op, offset))
+    commits = _commits(index)
     out = []
     for (group, tp), entries in commits.items():
         before_of = _CommittedBefore(entries)
@@ -331,6 +341,16 @@ def offset_regressions(index: _Index) -> list[Anomaly]:
                                    ((tp, before[1] - 1),)))
     out.extend(_assignment_regressions(index, commits))
     return out
+
+
+def _commits(index: _Index) -> dict[tuple[str, TP], list[tuple[Op, int]]]:
+    """The ok commits (and committed transactions' offsets) of each group and partition."""
+    commits: dict[tuple[str, TP], list[tuple[Op, int]]] = defaultdict(list)
+    for op in index.ops:
+        if op.group and op.outcome == OK and op.kind in ("commit", "txn"):
+            for key, offset in op.offsets.items():
+                commits[op.group, parse_tp(key)].append((op, offset))
+    return commits
 
 
 class _CommittedBefore:

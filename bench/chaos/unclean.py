@@ -22,12 +22,14 @@ positions of each kind (:mod:`bench.chaos.checker`):
 - offset regression: the record before the offset committed first (a commit of ``n`` says the
   group consumed ``n - 1``).
 
-An *aborted read* is the one kind whose position is unknown: its record survived (a consumer read
-it), the transaction's abort marker, somewhere after it, did not, so the new leader still held the
-transaction open and the producer's next commit on the partition committed it. It is explained
-when the abort was answered before an unclean election of the partition whose new leader's log
-ended after the record, and no record written after the abort lies between the two (such a record
-would prove the marker below the new leader's log end).
+A lost *transaction marker* explains more: a transaction's record survived (the new leader had
+it), its abort marker, somewhere after it, did not, so the new leader held the transaction open
+and the producer's next commit on the partition committed it. Then an aborted read, or a
+read_committed consumer that passed over the record while it was aborted and now seems to have
+skipped a committed record, is explained when the marker had been written (the abort answered;
+the skipping read made) before an unclean election of the partition whose new leader's log ended
+after the record, and no record written after that lies between the two (it would prove the
+marker below the new leader's log end).
 """
 
 from __future__ import annotations
@@ -86,18 +88,23 @@ def explaining(positions: Sequence[tuple[TP, int]], ops: Sequence[Op], found: Se
     return first
 
 
-def explaining_marker(positions: Sequence[tuple[TP, int]], aborted: Op, found: Sequence[Election],
+def explaining_marker(positions: Sequence[tuple[TP, int]], decided: float, found: Sequence[Election],
                       ops: Sequence[Op]) -> Election | None:
-    """The election that explains an aborted read of the record at ``positions`` (one) written by the
-    ``aborted`` transaction, or None (see the module doc)."""
-    if len(positions) != 1:
-        return None
-    tp, offset = positions[0]
-    for election in found:
-        if election.tp != tp or aborted.end > election.at or not offset < election.new_leader_end:
-            continue
-        later = any(rec.tp == tp and rec.offset is not None and offset < rec.offset < election.new_leader_end
-                    for op in ops if op.kind in ("send", "txn") and op.start >= aborted.end for rec in op.writes)
-        if not later:
-            return election
-    return None
+    """The election that explains an anomaly about records of transactions at ``positions``,
+    whose end markers had been written by ``decided``, by the loss of those markers alone; or None
+    (see the module doc)."""
+    first: Election | None = None
+    for tp, offset in positions:
+        election = next((e for e in found if e.tp == tp and decided <= e.at and offset < e.new_leader_end
+                         and not _written_between(ops, tp, offset, e.new_leader_end, decided)), None)
+        if election is None:
+            return None
+        first = first or election
+    return first
+
+
+def _written_between(ops: Sequence[Op], tp: TP, low: int, high: int, since: float) -> bool:
+    """Whether an operation begun at or after ``since`` wrote to ``tp`` between ``low`` and ``high``
+    (exclusive): appended after a marker written before ``since``, it proves that marker below it."""
+    return any(rec.tp == tp and rec.offset is not None and low < rec.offset < high
+               for op in ops if op.kind in ("send", "txn") and op.start >= since for rec in op.writes)
