@@ -48,7 +48,10 @@ above that end were only on the replicas that lost: acknowledged or not, they ar
 record takes their offsets. Each anomaly names the log positions it is about (``positions``); one
 whose positions all lie at or above the log end of an unclean election on their partition, shown
 by operations that began before that election, is *explained* by it and counted apart
-(:func:`examine`); any other is an anomaly as before.
+(:func:`examine`); any other is an anomaly as before. A transaction whose outcome is unknown counts
+as committed when its records are read committed; if a read_committed consumer had passed over
+those records while they were aborted, and a lost abort marker explains it, the transaction was
+aborted in truth, and the records it consumed and that were consumed again are no duplicate.
 """
 
 from __future__ import annotations
@@ -83,6 +86,9 @@ class Anomaly:
     #: for records of transactions (an aborted read, a skipped record): the time by which their
     #: transaction's end marker had been written (:func:`bench.chaos.unclean.explaining_marker`)
     decided: float | None = field(default=None, compare=False)
+    #: other positions read in showing it: when their records were first seen dates the reads
+    #: (a consumer hands over records it fetched earlier)
+    read_at: tuple[tuple[TP, int], ...] = field(default=(), compare=False)
 
 
 @dataclass
@@ -140,16 +146,42 @@ def examine(history: Iterable[Op]) -> Findings:
     elections = unclean.elections(ops)
     seen = unclean.first_seen(ops) if elections else {}
     findings = Findings([], [])
-    for anomaly in found:
+    passed_over: dict[tuple[TP, int], unclean.Election] = {}  # records a lost marker made visible
+    for anomaly in sorted(found, key=lambda a: a.kind == "duplicate"):  # duplicates use passed_over
         shown_by = [index.by_index[i] for i in anomaly.ops]
-        election = unclean.explaining(anomaly.positions, shown_by, elections, seen)
+        election = unclean.explaining(anomaly.positions, shown_by, elections, seen, anomaly.read_at)
         if election is None and anomaly.decided is not None:
             election = unclean.explaining_marker(anomaly.positions, anomaly.decided, elections, index.ops)
+            if election is not None and anomaly.kind == "skipped-offset":
+                passed_over.update((position, election) for position in anomaly.positions)
+        if election is None and anomaly.kind == "duplicate":
+            election = _aborted_in_truth(shown_by, index, passed_over)
         if election is None:
             findings.anomalies.append(anomaly)
         else:
             findings.explained.append((anomaly, election.index))
+    order = {kind: i for i, kind in enumerate(ANOMALY_KINDS)}
+    findings.anomalies.sort(key=lambda a: order[a.kind])
+    findings.explained.sort(key=lambda entry: order[entry[0].kind])
     return findings
+
+
+def _aborted_in_truth(txns: list[Op], index: _Index,
+                      passed_over: dict[tuple[TP, int], unclean.Election]) -> unclean.Election | None:
+    """For a record consumed by several transactions: the election, if all but one of them count as
+    committed only because their records were read committed after a lost abort marker made them
+    visible (a read_committed consumer had passed over those records while they were aborted)."""
+    if not all(op.kind == "txn" for op in txns):
+        return None
+    election = None
+    committed = 0
+    for op in txns:
+        seen = [(w.tp, w.offset) for w in op.writes if w.value in index.rc_read_values]
+        if op.outcome == UNKNOWN and seen and all(position in passed_over for position in seen):
+            election = passed_over[seen[0]]  # type: ignore[index]
+        else:
+            committed += 1
+    return election if committed <= 1 else None
 
 
 def lost_writes(index: _Index) -> list[Anomaly]:
@@ -296,7 +328,7 @@ def poll_order(index: _Index) -> list[Anomaly]:
                 out.append(Anomaly("skipped-offset", f"{where} read offset {a.offset} then {b.offset},"
                                    f" skipping {_offsets_text(skipped)} (read by {witnesses[0][0].process})",
                                    _pair(op_a, op_b), tuple((tp, offset) for offset in skipped),
-                                   decided=op_b.end if transactional else None))
+                                   decided=op_b.end if transactional else None, read_at=_at(a, b)))
     return out
 
 

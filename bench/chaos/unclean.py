@@ -18,7 +18,7 @@ positions of each kind (:mod:`bench.chaos.checker`):
 - non-atomic transaction: its records not seen;
 - non-monotonic poll: the offset read before the step back; non-monotonic send: the producer's
   write before the step back (both read from, or written to, the old leader);
-- skipped offset: the offsets skipped (the witness that read them is among the operations);
+- skipped offset: the offsets skipped (the offsets read on either side date the reads);
 - offset regression: the record before the offset committed first (a commit of ``n`` says the
   group consumed ``n - 1``).
 
@@ -71,16 +71,17 @@ def first_seen(ops: Iterable[Op]) -> dict[tuple[TP, int], float]:
 
 
 def explaining(positions: Sequence[tuple[TP, int]], ops: Sequence[Op], found: Sequence[Election],
-               seen: dict[tuple[TP, int], float]) -> Election | None:
+               seen: dict[tuple[TP, int], float], read_at: Sequence[tuple[TP, int]] = ()) -> Election | None:
     """The election that explains an anomaly about ``positions`` shown by ``ops``, or None: each
-    position lies at or above its log end, and was written or read (or the anomaly's first
-    operation began) before it; ``seen`` is :func:`first_seen` of the history."""
+    position lies at or above its log end, and one of them, or of the positions ``read_at`` in
+    showing it, was written or read (or the anomaly's first operation began) before it; ``seen`` is
+    :func:`first_seen` of the history. (A consumer's poll may hand over records it fetched from the
+    old leader before the election.)"""
     if not positions or not ops or not found:
         return None
-    began = min(op.start for op in ops)
+    since = min([op.start for op in ops] + [seen[p] for p in (*positions, *read_at) if p in seen])
     first: Election | None = None
     for tp, offset in positions:
-        since = min(seen.get((tp, offset), began), began)
         election = next((e for e in found if e.tp == tp and offset >= e.new_leader_end and since <= e.at), None)
         if election is None:
             return None

@@ -145,3 +145,19 @@ def test_a_skipped_record_of_a_plain_producer_is_not_explained_by_a_lost_marker(
     findings = examine(story.ops)
     assert findings.explained == []
     assert [(a.kind, a.ops) for a in findings.anomalies] == [("skipped-offset", (skipping,))]
+
+
+def test_a_poll_after_the_election_handing_over_records_fetched_before_is_dated_by_them() -> None:
+    """r1's poll, begun after the election, hands over h and j (0:3, 0:6) that it fetched from the
+    old leader; the new leader's records at 0:4 and 0:5 make it look like a skip, explained."""
+    story, _ = clean()
+    story.add("w0", "send", writes=(rec("h", 0, 3),))
+    story.add("w0", "send", writes=(rec("j", 0, 6),))
+    election = elect(story, 0, 3)
+    for value, offset in [("k", 3), ("l", 4), ("m", 5)]:
+        story.add("w1", "send", writes=(rec(value, 0, offset),))
+    story.poll("r0", [rec("k", 0, 3), rec("l", 0, 4), rec("m", 0, 5)], session=2)
+    story.poll("r1", [rec("h", 0, 3), rec("j", 0, 6)], session=2)
+    findings = examine(story.ops)
+    assert findings.anomalies == []
+    assert ("skipped-offset", election) in [(a.kind, by) for a, by in findings.explained]
