@@ -328,7 +328,8 @@ def poll_order(index: _Index) -> list[Anomaly]:
                 out.append(Anomaly("skipped-offset", f"{where} read offset {a.offset} then {b.offset},"
                                    f" skipping {_offsets_text(skipped)} (read by {witnesses[0][0].process})",
                                    _pair(op_a, op_b), tuple((tp, offset) for offset in skipped),
-                                   decided=op_b.end if transactional else None, read_at=_at(a, b)))
+                                   decided=max(min(op_b.end, op.end) for op, _ in witnesses) if transactional
+                                   else None, read_at=_at(a, b)))
     return out
 
 

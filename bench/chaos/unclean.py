@@ -23,13 +23,13 @@ positions of each kind (:mod:`bench.chaos.checker`):
   group consumed ``n - 1``).
 
 A lost *transaction marker* explains more: a transaction's record survived (the new leader had
-it), its abort marker, somewhere after it, did not, so the new leader held the transaction open
-and the producer's next commit on the partition committed it. Then an aborted read, or a
-read_committed consumer that passed over the record while it was aborted and now seems to have
-skipped a committed record, is explained when the marker had been written (the abort answered;
-the skipping read made) before an unclean election of the partition whose new leader's log ended
-after the record, and no record written after that lies between the two (it would prove the
-marker below the new leader's log end).
+it), its end marker, somewhere after it, did not, so the new leader held the transaction open and
+the producer's next end marker on the partition decided it, perhaps the other way. Then an
+aborted read, or a read_committed consumer that passed over the record while it was aborted (or
+read it committed while another passes over it now), is explained when the marker had been
+written (the abort answered; the record passed over or read committed) before an unclean election
+of the partition whose new leader's log ended after the record, and no record written after that
+lies between the two (it would prove the marker below the new leader's log end).
 """
 
 from __future__ import annotations

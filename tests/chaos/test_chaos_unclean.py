@@ -161,3 +161,16 @@ def test_a_poll_after_the_election_handing_over_records_fetched_before_is_dated_
     findings = examine(story.ops)
     assert findings.anomalies == []
     assert ("skipped-offset", election) in [(a.kind, by) for a, by in findings.explained]
+
+
+def test_a_committed_record_passed_over_after_its_commit_marker_was_lost_is_explained() -> None:
+    """c (0:2) was read committed; the new leader (log end 3) had c but not the commit marker after
+    it, and the producer's next abort decided c's transaction the other way: a consumer reading the
+    partition afterwards passes over c."""
+    story, _ = clean()
+    election = elect(story, 0, 3)
+    story.add("w0", "send", writes=(rec("z", 0, 4),))
+    story.poll("d0", [rec("b", 0, 1), rec("z", 0, 4)], session=1)
+    findings = examine(story.ops)
+    assert findings.anomalies == []
+    assert [(a.kind, by) for a, by in findings.explained] == [("skipped-offset", election)]
