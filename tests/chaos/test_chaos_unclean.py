@@ -4,6 +4,9 @@ attributed to that election; any other loss is still an anomaly."""
 
 from __future__ import annotations
 
+import pytest
+
+from bench.chaos.__main__ import main
 from bench.chaos.checker import examine
 from tests.chaos.test_chaos_checker import Story, clean, rec
 
@@ -174,3 +177,9 @@ def test_a_committed_record_passed_over_after_its_commit_marker_was_lost_is_expl
     findings = examine(story.ops)
     assert findings.anomalies == []
     assert [(a.kind, by) for a, by in findings.explained] == [("skipped-offset", election)]
+
+
+def test_unclean_elections_need_a_cluster_or_a_bootstrap(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--unclean"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--unclean" in err
