@@ -183,3 +183,17 @@ def test_unclean_elections_need_a_cluster_or_a_bootstrap(capsys: pytest.CaptureF
     assert main(["--unclean"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--unclean" in err
+
+
+def test_a_commit_past_a_marker_is_dated_by_the_groups_last_read_below_it() -> None:
+    """u0 read h (0:3) before the election; 0:4 held h's transaction marker, never read; u0's commit
+    of 5 after the election is dated by its read of h."""
+    story, _ = clean()
+    story.add("t2", "txn", writes=(rec("h", 0, 3),), txn_id="t2")
+    story.poll("u0", [rec("h", 0, 3)], isolation="read_uncommitted", group="u", session=2)
+    election = elect(story, 0, 3)
+    ahead = story.add("u0", "commit", offsets={"t/0": 5}, group="u")
+    back = story.add("u0", "commit", offsets={"t/0": 3}, group="u")
+    findings = examine(story.ops)
+    assert ("offset-regression", (ahead, back), election) in [(a.kind, a.ops, by) for a, by in findings.explained]
+    assert [a.kind for a in findings.anomalies] == []
