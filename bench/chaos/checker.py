@@ -363,24 +363,23 @@ def send_order(index: _Index) -> list[Anomaly]:
 def offset_regressions(index: _Index) -> list[Anomaly]:
     """Committed offsets per group and partition: never below one committed (ok) before."""
     commits = _commits(index)
-    read_by: dict[tuple[str | None, TP], list[int]] = defaultdict(list)  # offsets a group's members read
+    read_by: dict[tuple[str | None, TP], list[tuple[float, int]]] = defaultdict(list)  # a group's reads
     for op in index.ops:
         if op.kind in ("poll", "txn"):
             for rec in op.reads:
                 if rec.offset is not None:
-                    read_by[op.group, rec.tp].append(rec.offset)
-    read_sorted = {key: sorted(set(offsets)) for key, offsets in read_by.items()}
+                    read_by[op.group, rec.tp].append((op.start, rec.offset))
     out = []
     for (group, tp), entries in commits.items():
         before_of = _CommittedBefore(entries)
-        read = read_sorted.get((group, tp), [])
         for op, offset in entries:
             before = before_of(op.start)
             if before is not None and offset < before[1]:
-                below = bisect.bisect_left(read, before[1])  # the group's last read below its commit
+                # the group's last read below the offset it went back from, before committing it
+                below = [o for start, o in read_by.get((group, tp), []) if start <= before[0].end and o < before[1]]
                 out.append(Anomaly("offset-regression", f"group {group} committed {tp[0]}/{tp[1]} at {offset}"
                                    f" after {before[1]} had been committed", (before[0].index, op.index),
-                                   ((tp, before[1] - 1),), read_at=((tp, read[below - 1]),) if below else ()))
+                                   ((tp, before[1] - 1),), read_at=((tp, max(below)),) if below else ()))
     out.extend(_assignment_regressions(index, commits))
     return out
 
