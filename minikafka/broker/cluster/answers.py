@@ -47,14 +47,20 @@ def brokers(link: ClusterLink) -> list[BrokerAnswer]:
 
 
 def partitions(link: ClusterLink, topic: str) -> list[PartitionAnswer]:
+    """Each partition of ``topic``; one whose leader is not among the brokers answered (none, or a
+    broker going down that the controller has not fenced yet) has leader -1 and LEADER_NOT_AVAILABLE,
+    as Kafka answers a leader without a live endpoint: a client is never sent to a broker the same
+    answer does not list."""
     controller = link.controller
     record = controller.topics[topic]
     listed = {b.node_id for b in controller.listed()}
+    live = {b.node_id for b in brokers(link)}
     out = []
     for p in range(record.partitions):
         part = controller.partitions[(topic, p)]
-        error = ErrorCode.LEADER_NOT_AVAILABLE if part.leader == NO_LEADER else ErrorCode.NONE
-        out.append(PartitionAnswer(p, error, part.leader, part.leader_epoch, list(part.replicas), list(part.isr),
+        leader = part.leader if part.leader in live else NO_LEADER
+        error = ErrorCode.LEADER_NOT_AVAILABLE if leader == NO_LEADER else ErrorCode.NONE
+        out.append(PartitionAnswer(p, error, leader, part.leader_epoch, list(part.replicas), list(part.isr),
                                    part.offline_replicas(listed)))
     return out
 
