@@ -2,6 +2,7 @@
 against any ``--bootstrap`` without one), check the history, print the report; exit 1 on anomalies.
 
     python -m bench.chaos --seconds 300 --seed 7
+    python -m bench.chaos --seconds 300 --seed 7 --brokers 3 --unclean
     python -m bench.chaos --seconds 120 --seed 7 --bootstrap 127.0.0.1:9092 --replication-factor 3
     python -m bench.chaos --check history.jsonl        # check a kept history again
 """
@@ -17,7 +18,7 @@ from confluent_kafka import KafkaException
 
 from bench.chaos import checker
 from bench.chaos.history import dump, load
-from bench.chaos.run import report, run
+from bench.chaos.run import describe_anomalies, describe_explained, report, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--replication-factor", type=int, default=1, help="of the topic created (--bootstrap)")
     parser.add_argument("--interval", type=float, default=4.0, help="mean seconds between faults")
+    parser.add_argument("--unclean", action="store_true", help=(
+        "the topic allows unclean leader elections, and the cluster nemesis makes them (--brokers > 1)"))
     parser.add_argument("--history", type=Path, help="write the history here as JSONL (kept anyway on anomalies)")
     parser.add_argument("--check", type=Path, metavar="HISTORY", help="only check a history written before")
     args = parser.parse_args(argv)
@@ -39,13 +42,16 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.brokers <= 16:
         print("--brokers: from 1 to 16", file=sys.stderr)
         return 2
+    if args.unclean and args.brokers < 2 and not args.bootstrap:
+        print("--unclean: needs --brokers 2 or more (or --bootstrap)", file=sys.stderr)
+        return 2
     if args.seconds <= 0 or args.partitions <= 0:
         print("--seconds and --partitions must be positive", file=sys.stderr)
         return 2
     if args.bootstrap:
         try:
             result = run(args.bootstrap, args.seconds, args.seed, None, args.partitions, args.replication_factor,
-                         log=_log)
+                         log=_log, unclean=args.unclean)
         except KafkaException as exc:  # the topic could not be created: no broker there, or it refused
             print(f"--bootstrap {args.bootstrap}: {exc.args[0]}", file=sys.stderr)
             return 3
@@ -55,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
 
         with MiniKafkaCluster(brokers=args.brokers, config={"log.segment.bytes": 256 * 1024,
                                                              "replica.lag.time.max.ms": 5000}) as cluster:
-            result = run(cluster.bootstrap, args.seconds, args.seed, ClusterTarget(cluster), args.partitions,
-                         replication=min(3, args.brokers), interval=args.interval, log=_log)
+            result = run(cluster.bootstrap, args.seconds, args.seed, ClusterTarget(cluster, args.unclean),
+                         args.partitions, replication=min(3, args.brokers), interval=args.interval, log=_log,
+                         unclean=args.unclean)
     else:
         from bench.chaos.nemesis import SingleBroker
         from minikafka.testkit import MiniKafka
@@ -78,14 +85,14 @@ def _check_only(path: Path) -> int:
     except (OSError, ValueError, TypeError) as exc:
         print(f"--check {path}: {exc}", file=sys.stderr)
         return 2
-    anomalies = checker.check(ops)
+    findings = checker.examine(ops)
     by_index = {op.index: op for op in ops}
-    print(f"{len(ops)} operations, {len(anomalies)} anomalies")
-    for anomaly in anomalies:
-        print(f"  {anomaly.kind}: {anomaly.message}")
-        for index in anomaly.ops:
-            print(f"      {by_index[index].describe()}")
-    return 1 if anomalies else 0
+    print(f"{len(ops)} operations, {len(findings.anomalies)} anomalies, "
+          f"{len(findings.explained)} explained by unclean leader elections")
+    for line in describe_explained(findings.explained, by_index, 6) + \
+            describe_anomalies(findings.anomalies, by_index, len(ops)):
+        print(line)
+    return 1 if findings.anomalies else 0
 
 
 def _log(line: str) -> None:

@@ -40,8 +40,18 @@ transactions. Transactions count as committed when ok, or when unknown and a rea
 consumer read one of their records; aborted ones are left out.
 
 Lost writes assume the history ends with consumers reading every partition to its end (the
-workload's drain). With unclean leader election a lost write may be legitimate; telling that
-apart needs to know which records only the old leader had, which a cluster nemesis will supply.
+workload's drain).
+
+*Unclean leader elections.* When the nemesis makes an out-of-sync replica the leader (it records
+each such ``election`` with the new leader's log end, :mod:`bench.chaos.unclean`), the records
+above that end were only on the replicas that lost: acknowledged or not, they are gone, and a new
+record takes their offsets. Each anomaly names the log positions it is about (``positions``); one
+whose positions all lie at or above the log end of an unclean election on their partition, shown
+by operations that began before that election, is *explained* by it and counted apart
+(:func:`examine`); any other is an anomaly as before. A transaction whose outcome is unknown counts
+as committed when its records are read committed; if a read_committed consumer had passed over
+those records while they were aborted, and a lost abort marker explains it, the transaction was
+aborted in truth, and the records it consumed and that were consumed again are no duplicate.
 """
 
 from __future__ import annotations
@@ -49,8 +59,9 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from bench.chaos import unclean
 from bench.chaos.history import FAILED, OK, UNKNOWN, Op, Rec, parse_tp
 
 READ_COMMITTED = "read_committed"
@@ -59,14 +70,34 @@ ANOMALY_KINDS = ("lost-write", "duplicate", "inconsistent-offset", "aborted-read
                  "txn-cycle")
 
 
+TP = tuple[str, int]
+
+
 @dataclass(frozen=True)
 class Anomaly:
+    """One anomaly: what, in words, and the operations (history indexes) that show it;
+    ``positions``: the log positions (partition, offset) whose records it is about, and
+    ``decided`` (see below)."""
+
     kind: str
     message: str
     ops: tuple[int, ...]
+    positions: tuple[tuple[TP, int], ...] = field(default=(), compare=False)
+    #: for records of transactions (an aborted read, a skipped record): the time by which their
+    #: transaction's end marker had been written (:func:`bench.chaos.unclean.explaining_marker`)
+    decided: float | None = field(default=None, compare=False)
+    #: other positions read in showing it: when their records were first seen dates the reads
+    #: (a consumer hands over records it fetched earlier)
+    read_at: tuple[tuple[TP, int], ...] = field(default=(), compare=False)
 
 
-TP = tuple[str, int]
+@dataclass
+class Findings:
+    """The checker's verdict: anomalies, and what unclean leader elections explain (each with
+    the election's operation index)."""
+
+    anomalies: list[Anomaly]
+    explained: list[tuple[Anomaly, int]]
 
 
 class _Index:
@@ -100,12 +131,57 @@ def _isolation(op: Op) -> str | None:
 
 
 def check(history: Iterable[Op]) -> list[Anomaly]:
-    """Every anomaly of the history, grouped by kind in the order of :data:`ANOMALY_KINDS`."""
+    """Every anomaly of the history that no unclean leader election explains, grouped by kind in
+    the order of :data:`ANOMALY_KINDS`."""
+    return examine(history).anomalies
+
+
+def examine(history: Iterable[Op]) -> Findings:
+    """The anomalies of the history, those an unclean election explains set apart."""
     ops = sorted(history, key=lambda op: op.index)
     index = _Index(ops)
-    return [*lost_writes(index), *duplicates(index), *inconsistent_offsets(index), *aborted_reads(index),
-            *non_atomic(index), *poll_order(index), *send_order(index), *offset_regressions(index),
-            *txn_cycles(index)]
+    found = [*lost_writes(index), *duplicates(index), *inconsistent_offsets(index), *aborted_reads(index),
+             *non_atomic(index), *poll_order(index), *send_order(index), *offset_regressions(index),
+             *txn_cycles(index)]
+    elections = unclean.elections(ops)
+    seen = unclean.first_seen(ops) if elections else {}
+    findings = Findings([], [])
+    passed_over: dict[tuple[TP, int], unclean.Election] = {}  # records a lost marker made visible
+    for anomaly in sorted(found, key=lambda a: a.kind == "duplicate"):  # duplicates use passed_over
+        shown_by = [index.by_index[i] for i in anomaly.ops]
+        election = unclean.explaining(anomaly.positions, shown_by, elections, seen, anomaly.read_at)
+        if election is None and anomaly.decided is not None:
+            election = unclean.explaining_marker(anomaly.positions, anomaly.decided, elections, index.ops)
+            if election is not None and anomaly.kind == "skipped-offset":
+                passed_over.update((position, election) for position in anomaly.positions)
+        if election is None and anomaly.kind == "duplicate":
+            election = _aborted_in_truth(shown_by, index, passed_over)
+        if election is None:
+            findings.anomalies.append(anomaly)
+        else:
+            findings.explained.append((anomaly, election.index))
+    order = {kind: i for i, kind in enumerate(ANOMALY_KINDS)}
+    findings.anomalies.sort(key=lambda a: order[a.kind])
+    findings.explained.sort(key=lambda entry: order[entry[0].kind])
+    return findings
+
+
+def _aborted_in_truth(txns: list[Op], index: _Index,
+                      passed_over: dict[tuple[TP, int], unclean.Election]) -> unclean.Election | None:
+    """For a record consumed by several transactions: the election, if all but one of them count as
+    committed only because their records were read committed after a lost abort marker made them
+    visible (a read_committed consumer had passed over those records while they were aborted)."""
+    if not all(op.kind == "txn" for op in txns):
+        return None
+    election = None
+    committed = 0
+    for op in txns:
+        seen = [(w.tp, w.offset) for w in op.writes if w.value in index.rc_read_values]
+        if op.outcome == UNKNOWN and seen and all(position in passed_over for position in seen):
+            election = passed_over[seen[0]]  # type: ignore[index]
+        else:
+            committed += 1
+    return election if committed <= 1 else None
 
 
 def lost_writes(index: _Index) -> list[Anomaly]:
@@ -128,7 +204,8 @@ def lost_writes(index: _Index) -> list[Anomaly]:
         for rec in unseen:
             also = " (read only read_uncommitted)" if rec.value in index.reads else ""
             out.append(Anomaly("lost-write", f"{rec.value} acknowledged in {rec.topic}/{rec.partition}"
-                               f" at offset {rec.offset}, never read read_committed{also}", (op.index,)))
+                               f" at offset {rec.offset}, never read read_committed{also}", (op.index,),
+                               _at(rec)))
         for rec in op.writes:
             if rec in unseen or rec.offset is None or (rec.tp, rec.offset) not in at:
                 continue
@@ -136,7 +213,7 @@ def lost_writes(index: _Index) -> list[Anomaly]:
             if found.value != rec.value:
                 out.append(Anomaly("lost-write", f"{rec.value} acknowledged at {rec.topic}/{rec.partition}"
                                    f":{rec.offset}, which was read holding {found.value}",
-                                   (op.index, reader.index)))
+                                   (op.index, reader.index), _at(rec)))
     return out
 
 
@@ -154,11 +231,20 @@ def duplicates(index: _Index) -> list[Anomaly]:
     for op in index.committed_txns:
         for rec in {r.value: r for r in op.reads}.values():
             consumed_by[rec.value].append(op)
+    commits = _commits(index)
     for value, txns in consumed_by.items():
         if len(txns) > 1:
             out.append(Anomaly("duplicate", f"{value} consumed by {len(txns)} committed transactions",
-                               tuple(op.index for op in txns)))
+                               tuple(op.index for op in txns), _reconsumed_from(txns[-1], value, commits)))
     return out
+
+
+def _reconsumed_from(txn: Op, value: str, commits: dict[tuple[str, TP], list[tuple[Op, int]]]) -> tuple[tuple[TP, int], ...]:
+    """The position a group consuming ``value`` again had consumed up to before (its committed offset
+    less one): if an unclean election dropped it, the group's position was out of range and reset."""
+    rec = next(r for r in txn.reads if r.value == value)
+    before = _CommittedBefore(commits.get((txn.group or "", rec.tp), []))(txn.start)
+    return () if before is None or rec.offset is None or before[1] <= rec.offset else ((rec.tp, before[1] - 1),)
 
 
 def inconsistent_offsets(index: _Index) -> list[Anomaly]:
@@ -168,8 +254,13 @@ def inconsistent_offsets(index: _Index) -> list[Anomaly]:
             if rec.offset is not None:
                 values[rec.tp, rec.offset].setdefault(rec.value, op)
     return [Anomaly("inconsistent-offset", f"{tp[0]}/{tp[1]}:{offset} read as {', '.join(sorted(found))}",
-                    tuple(sorted(op.index for op in found.values())))
+                    tuple(sorted(op.index for op in found.values())), ((tp, offset),))
             for (tp, offset), found in sorted(values.items()) if len(found) > 1]
+
+
+def _at(*recs: Rec) -> tuple[tuple[TP, int], ...]:
+    """The log positions of records whose offsets are known."""
+    return tuple((rec.tp, rec.offset) for rec in recs if rec.offset is not None)
 
 
 def aborted_reads(index: _Index) -> list[Anomaly]:
@@ -180,7 +271,7 @@ def aborted_reads(index: _Index) -> list[Anomaly]:
             continue
         readers = sorted({op.index for op, _ in index.reads[value] if _isolation(op) == READ_COMMITTED})
         out.append(Anomaly("aborted-read", f"{value} of aborted transaction {writer[0].txn_id} read committed",
-                           (writer[0].index, *readers)))
+                           (writer[0].index, *readers), _at(writer[1]), decided=writer[0].end))
     return out
 
 
@@ -193,13 +284,15 @@ def non_atomic(index: _Index) -> list[Anomaly]:
             missing = [v for v in values if v not in index.rc_read_values]
             readers = sorted({r.index for v in seen for r, _ in index.reads[v] if _isolation(r) == READ_COMMITTED})
             out.append(Anomaly("non-atomic", f"transaction {op.txn_id}: {', '.join(seen)} seen read_committed,"
-                               f" {', '.join(missing)} not", (op.index, *readers)))
+                               f" {', '.join(missing)} not", (op.index, *readers),
+                               _at(*(w for w in op.writes if w.value in missing))))
     return out
 
 
 def poll_order(index: _Index) -> list[Anomaly]:
     """Non-monotonic and skipping reads within one consumer's session on one partition."""
     visible: dict[tuple[bool, TP], set[int]] = defaultdict(set)
+    first_reader: dict[tuple[bool, TP, int], tuple[Op, Rec]] = {}
     streams: dict[tuple[str, int | None, TP], list[tuple[Op, Rec]]] = defaultdict(list)
     for op in index.ops:
         if op.kind != "poll":
@@ -209,8 +302,10 @@ def poll_order(index: _Index) -> list[Anomaly]:
             if rec.offset is None:
                 continue
             visible[False, rec.tp].add(rec.offset)
+            first_reader.setdefault((False, rec.tp, rec.offset), (op, rec))
             if rc:
                 visible[True, rec.tp].add(rec.offset)
+                first_reader.setdefault((True, rec.tp, rec.offset), (op, rec))
             streams[op.process, op.session, rec.tp].append((op, rec))
     sorted_visible = {key: sorted(offsets) for key, offsets in visible.items()}
     out = []
@@ -222,13 +317,19 @@ def poll_order(index: _Index) -> list[Anomaly]:
             where = f"{process} on {tp[0]}/{tp[1]}"
             if b.offset <= a.offset:
                 out.append(Anomaly("nonmonotonic-poll", f"{where} read offset {b.offset} ({b.value})"
-                                   f" after {a.offset} ({a.value})", _pair(op_a, op_b)))
+                                   f" after {a.offset} ({a.value})", _pair(op_a, op_b), _at(a)))
                 continue
             first = bisect.bisect_right(known, a.offset)
             if first < len(known) and known[first] < b.offset:
                 skipped = known[first:bisect.bisect_left(known, b.offset)]
+                witnesses = [first_reader[rc, tp, offset] for offset in skipped]  # reads of what was skipped
+                transactional = all(index.writer.get(rec.value, (None,))[0] is not None
+                                    and index.writer[rec.value][0].kind == "txn" for _, rec in witnesses)
                 out.append(Anomaly("skipped-offset", f"{where} read offset {a.offset} then {b.offset},"
-                                   f" skipping {_offsets_text(skipped)}", _pair(op_a, op_b)))
+                                   f" skipping {_offsets_text(skipped)} (read by {witnesses[0][0].process})",
+                                   _pair(op_a, op_b), tuple((tp, offset) for offset in skipped),
+                                   decided=max(min(op_b.end, op.end) for op, _ in witnesses) if transactional
+                                   else None, read_at=_at(a, b)))
     return out
 
 
@@ -254,28 +355,43 @@ def send_order(index: _Index) -> list[Anomaly]:
             if prev is not None and prev[1].offset is not None and rec.offset <= prev[1].offset:
                 out.append(Anomaly("nonmonotonic-send", f"{op.process} wrote {rec.value} to {rec.topic}/"
                                    f"{rec.partition} at {rec.offset} after {prev[1].value} at {prev[1].offset}",
-                                   _pair(prev[0], op)))
+                                   _pair(prev[0], op), _at(prev[1])))
             last[key] = (op, rec)
     return out
 
 
 def offset_regressions(index: _Index) -> list[Anomaly]:
     """Committed offsets per group and partition: never below one committed (ok) before."""
-    commits: dict[tuple[str, TP], list[tuple[Op, int]]] = defaultdict(list)
+    commits = _commits(index)
+    read_by: dict[tuple[str | None, TP], list[tuple[float, int]]] = defaultdict(list)  # a group's reads
     for op in index.ops:
-        if op.group and op.outcome == OK and op.kind in ("commit", "txn"):
-            for key, offset in op.offsets.items():
-                commits[op.group, parse_tp(key)].append((op, offset))
+        if op.kind in ("poll", "txn"):
+            for rec in op.reads:
+                if rec.offset is not None:
+                    read_by[op.group, rec.tp].append((op.start, rec.offset))
     out = []
     for (group, tp), entries in commits.items():
         before_of = _CommittedBefore(entries)
         for op, offset in entries:
             before = before_of(op.start)
             if before is not None and offset < before[1]:
+                # the group's last read below the offset it went back from, before committing it
+                below = [o for start, o in read_by.get((group, tp), []) if start <= before[0].end and o < before[1]]
                 out.append(Anomaly("offset-regression", f"group {group} committed {tp[0]}/{tp[1]} at {offset}"
-                                   f" after {before[1]} had been committed", (before[0].index, op.index)))
+                                   f" after {before[1]} had been committed", (before[0].index, op.index),
+                                   ((tp, before[1] - 1),), read_at=((tp, max(below)),) if below else ()))
     out.extend(_assignment_regressions(index, commits))
     return out
+
+
+def _commits(index: _Index) -> dict[tuple[str, TP], list[tuple[Op, int]]]:
+    """The ok commits (and committed transactions' offsets) of each group and partition."""
+    commits: dict[tuple[str, TP], list[tuple[Op, int]]] = defaultdict(list)
+    for op in index.ops:
+        if op.group and op.outcome == OK and op.kind in ("commit", "txn"):
+            for key, offset in op.offsets.items():
+                commits[op.group, parse_tp(key)].append((op, offset))
+    return commits
 
 
 class _CommittedBefore:
@@ -311,7 +427,7 @@ def _assignment_regressions(index: _Index, commits: dict[tuple[str, TP], list[tu
             if read is not None and read[1].offset is not None and before is not None and read[1].offset < before[1]:
                 out.append(Anomaly("offset-regression", f"{op.process} of group {op.group}, assigned {key},"
                                    f" read from {read[1].offset} below committed {before[1]}",
-                                   (before[0].index, op.index, read[0].index)))
+                                   (before[0].index, op.index, read[0].index), ((tp, before[1] - 1),)))
     return out
 
 

@@ -22,6 +22,10 @@ Kinds:
 ``commit``  consumer offsets a group member committed (``offsets``)
 ``assign``  a consumer was assigned partitions (``offsets`` keys, positions unknown: -1)
 ``fault``   something the nemesis did (``info``), with its start and end
+``election`` an unclean leader election the nemesis caused, as the cluster's state showed it:
+            ``offsets`` maps the partition to the new leader's log end offset when it was elected
+            (records at and above it were only on the replicas that lost the election), ``end``
+            is when the new leader was in place, ``info`` names the old and the new leader
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Any
 
 OK, FAILED, UNKNOWN = "ok", "failed", "unknown"
 OUTCOMES = (OK, FAILED, UNKNOWN)
-KINDS = ("send", "txn", "poll", "commit", "assign", "fault")
+KINDS = ("send", "txn", "poll", "commit", "assign", "fault", "election")
 
 
 @dataclass(frozen=True)
@@ -138,9 +142,10 @@ class History:
         return index, self.clock()
 
     def record(self, index: int, start: float, process: str, kind: str, outcome: str,
-               **fields: Any) -> Op:
-        op = Op(index=index, process=process, kind=kind, outcome=outcome, start=start, end=self.clock(),
-                **fields)
+               end: float | None = None, **fields: Any) -> Op:
+        """Store an operation begun at ``start``; it ends now, or at ``end`` when it was observed before."""
+        op = Op(index=index, process=process, kind=kind, outcome=outcome, start=start,
+                end=self.clock() if end is None else end, **fields)
         with self._lock:
             self._ops.append(op)
         return op

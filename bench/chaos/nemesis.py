@@ -34,13 +34,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bench.chaos.history import OK, UNKNOWN, History
+from bench.chaos.cluster_watch import ElectionWatcher, UncleanElection
+from bench.chaos.history import OK, UNKNOWN, History, tp_key
 
 SINGLE_BROKER_ACTIONS = ("crash", "outage", "restart-dirty", "restart-clean", "drop-produce", "drop-txn", "delay",
                          "error-after", "crash-on-produce", "crash-on-txn")
 #: what a multi-broker target will add; :class:`ClusterControls` is the interface they need
 CLUSTER_ACTIONS = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
-                   "isolate-from-clients", "slow-follower")
+                   "isolate-from-clients", "unclean-election", "slow-follower")
 TXN_APIS = ["AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"]
 
 
@@ -64,21 +65,30 @@ class Target(Protocol):
     actions: tuple[str, ...]
 
     def apply(self, fault: Fault) -> Any: ...
+    def elections(self) -> list[UncleanElection]: ...
     def undo(self, fault: Fault, handle: Any) -> str: ...
     def heal(self) -> None: ...
 
 
 class ClusterControls(Protocol):
-    """The controls a multi-broker minikafka offers for :data:`CLUSTER_ACTIONS` (:class:`ClusterTarget`
-    drives them through :class:`~minikafka.testkit.MiniKafkaCluster`)."""
+    """What :class:`ClusterTarget` and its watcher use of a multi-broker minikafka: the methods of
+    :class:`~minikafka.testkit.MiniKafkaCluster` (which reach the cluster's controls on its thread).
+    ``slow-follower`` will add one that delays a follower's fetches, ``slow_follower(node, delay_ms)``
+    undone by ``heal(node)``, once the controls offer it."""
 
-    def crash_broker(self, node: int) -> None: ...
-    def start_broker(self, node: int) -> None: ...
-    def controlled_shutdown(self, node: int) -> None: ...
-    def move_leader(self, topic: str, partition: int, to_node: int) -> None: ...
-    def isolate(self, node: int, from_clients: bool) -> None: ...
-    def slow_follower(self, node: int, delay_ms: int) -> None: ...
-    def heal(self) -> None: ...
+    brokers: list[int]
+    data_dir: Any
+
+    def topics(self, internal: bool = False) -> dict[str, int]: ...
+    def partition(self, topic: str, partition: int = 0) -> dict[str, Any]: ...
+    def leader(self, topic: str, partition: int = 0) -> int: ...
+    def isr(self, topic: str, partition: int = 0) -> list[int]: ...
+    def crash(self, node_id: int) -> None: ...
+    def start_broker(self, node_id: int) -> None: ...
+    def shutdown(self, node_id: int) -> None: ...
+    def move_leader(self, topic: str, partition: int, node_id: int) -> dict[str, Any]: ...
+    def isolate(self, node_id: int, from_: str = "all") -> None: ...
+    def heal(self, node_id: int) -> None: ...
 
 
 def schedule(seed: int, seconds: float, actions: tuple[str, ...], interval: float = 4.0,
@@ -137,6 +147,10 @@ class SingleBroker:
             raise ValueError(f"a single broker has no fault {fault.action!r}")
         return None
 
+    def elections(self) -> list[UncleanElection]:
+        """One broker elects nothing."""
+        return []
+
     def undo(self, fault: Fault, handle: Any) -> str:
         """Undo the fault; a line on what it did (how many requests a rule hit)."""
         if fault.action in ("crash", "outage"):
@@ -165,17 +179,41 @@ class ClusterTarget:
     """The faults of a :class:`~minikafka.testkit.MiniKafkaCluster`: a broker crashed or shut down
     (controlled) and started again after the fault's duration, a partition's leader moved to another
     in-sync replica, a broker cut off from the other brokers or from the clients and healed. The
-    broker and partition are drawn from the fault's own seeded parameters."""
+    broker and partition are drawn from the fault's own seeded parameters.
 
-    actions: tuple[str, ...] = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
-                                "isolate-from-clients")
+    With ``unclean`` (the run's topic has ``unclean.leader.election.enable=true``) it also makes
+    ``unclean-election``: a follower of a partition is cut off from the other brokers until it has
+    left the ISR and the others have taken acknowledged writes it lacks, then every other broker
+    crashes, so the lagging replica is the only one left and is elected; it is healed at once, and
+    the others start again after the fault's duration and truncate to it. Any fault may then cause
+    an unclean election (the last in-sync replica crashed), so an :class:`ElectionWatcher` reads the
+    cluster throughout and :meth:`elections` hands over what it saw.
 
-    def __init__(self, cluster: Any) -> None:
+    ``slow-follower`` (:data:`CLUSTER_ACTIONS`, with ``ClusterControls.slow_follower``) is left out
+    until the cluster's controls can delay a follower's fetches: it goes into :attr:`base_actions`,
+    :meth:`apply` (beside ``isolate-from-brokers``, the broker from :meth:`_node`, the delay drawn in
+    :func:`schedule`) and :meth:`undo`.
+    """
+
+    base_actions: tuple[str, ...] = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
+                                     "isolate-from-clients")
+
+    def __init__(self, cluster: ClusterControls, unclean: bool = False, out_of_sync_within: float = 20.0) -> None:
         self.cluster = cluster
+        self.actions = self.base_actions + (("unclean-election",) if unclean else ())
+        self.out_of_sync_within = out_of_sync_within
+        self.watcher = ElectionWatcher(cluster).start() if unclean else None
 
     def _node(self, fault: Fault) -> int:
         brokers = sorted(self.cluster.brokers)
         return brokers[int(fault.params.get("pick", 0)) % len(brokers)]
+
+    def _partition(self, fault: Fault) -> tuple[str, int] | None:
+        """The run's topic (the first ``chaos-`` topic) and the partition the fault picks."""
+        topics = sorted(t for t in self.cluster.topics() if t.startswith("chaos-"))
+        if not topics:
+            return None
+        return topics[0], int(fault.params.get("pick", 0)) % self.cluster.topics()[topics[0]]
 
     def apply(self, fault: Fault) -> Any:
         node = self._node(fault)
@@ -188,19 +226,59 @@ class ClusterTarget:
         elif fault.action == "isolate-from-clients":
             self.cluster.isolate(node, "clients")
         elif fault.action == "move-leader":
-            topics = sorted(t for t in self.cluster.topics() if t.startswith("chaos-"))
-            if not topics:
-                return "no topic yet"
-            topic = topics[0]
-            partition = int(fault.params.get("pick", 0)) % self.cluster.topics()[topic]
-            isr = [n for n in self.cluster.isr(topic, partition) if n != self.cluster.leader(topic, partition)]
-            if not isr:
-                return f"{topic}-{partition} has no other in-sync replica"
-            self.cluster.move_leader(topic, partition, isr[int(fault.params.get("pick", 0)) % len(isr)])
-            return f"{topic}-{partition} moved"
+            return self._move_leader(fault)
+        elif fault.action == "unclean-election":
+            return self._unclean_election(fault)
         else:
             raise ValueError(f"a cluster has no fault {fault.action!r}")
         return node
+
+    def _move_leader(self, fault: Fault) -> str:
+        where = self._partition(fault)
+        if where is None:
+            return "no topic yet"
+        topic, partition = where
+        isr = [n for n in self.cluster.isr(topic, partition) if n != self.cluster.leader(topic, partition)]
+        if not isr:
+            return f"{topic}-{partition} has no other in-sync replica"
+        self.cluster.move_leader(topic, partition, isr[int(fault.params.get("pick", 0)) % len(isr)])
+        return f"{topic}-{partition} moved"
+
+    def _unclean_election(self, fault: Fault) -> list[int] | str:
+        """Cut a follower off, wait until it is out of sync, crash every other broker (see the class
+        doc); the brokers crashed."""
+        where = self._partition(fault)
+        if where is None:
+            return "no topic yet"
+        topic, partition = where
+        state = self.cluster.partition(topic, partition)
+        followers = [n for n in state["replicas"] if n != state["leader"]]
+        if state["leader"] < 0 or not followers:
+            return f"{topic}-{partition} has no leader, or no follower"
+        lagging = followers[int(fault.params.get("pick", 0)) % len(followers)]
+        self.cluster.isolate(lagging, "brokers")
+        try:
+            if not self._left_isr(topic, partition, lagging):
+                return f"broker {lagging} still in sync on {topic}-{partition} after {self.out_of_sync_within:g} s"
+            time.sleep(1.0)  # acknowledged writes it lacks
+            others = [n for n in sorted(self.cluster.brokers) if n != lagging]
+            for node in sorted(others, key=lambda n: n == state["leader"]):  # the leader last
+                self.cluster.crash(node)
+        finally:
+            self.cluster.heal(lagging)
+        return others
+
+    def _left_isr(self, topic: str, partition: int, node: int) -> bool:
+        deadline = time.monotonic() + self.out_of_sync_within
+        while node in self.cluster.isr(topic, partition):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def elections(self) -> list[UncleanElection]:
+        """The unclean elections seen since the last call."""
+        return self.watcher.found() if self.watcher is not None else []
 
     def undo(self, fault: Fault, handle: Any) -> str:
         if fault.action in ("crash-broker", "controlled-shutdown"):
@@ -209,6 +287,10 @@ class ClusterTarget:
         if fault.action.startswith("isolate"):
             self.cluster.heal(handle)
             return f"broker {handle} cut off and healed"
+        if fault.action == "unclean-election" and isinstance(handle, list):
+            for node in handle:
+                self.cluster.start_broker(node)
+            return f"brokers {handle} crashed and started again"
         return str(handle)
 
     def heal(self) -> None:
@@ -238,6 +320,8 @@ class Nemesis:
         self._stop.set()
         self._thread.join(120)
         self.target.heal()
+        time.sleep(0.5)  # the elections the healing made, seen by a watcher
+        self._record_elections()
 
     def _run(self) -> None:
         for fault in self.faults:
@@ -247,11 +331,22 @@ class Nemesis:
             outcome, info = UNKNOWN, ""
             try:
                 handle = self.target.apply(fault)
+                self._record_elections()
                 self._stop.wait(fault.duration)
                 info = self.target.undo(fault, handle)
+                self._record_elections()
                 outcome = OK
             except Exception as exc:  # the run goes on; the report shows the fault that failed
                 info = f"error: {exc!r}"
             self.history.record(index, start, "nemesis", "fault", outcome,
                                 info=f"{fault.action} {fault.params or ''} {info}".strip())
             self.applied.append((fault, info))
+
+    def _record_elections(self) -> None:
+        """An ``election`` operation for each unclean election the target saw: what the checker
+        needs to tell a loss it explains from a lost write."""
+        for election in self.target.elections():
+            index, _ = self.history.begin()
+            self.history.record(index, election.before, "nemesis", "election", OK, end=election.at,
+                                offsets={tp_key(election.topic, election.partition): election.new_leader_end},
+                                info=election.describe())

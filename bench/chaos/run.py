@@ -28,6 +28,8 @@ class Result:
     applied: list[tuple[Fault, str]]
     anomalies: list[checker.Anomaly]
     drained: bool = True
+    #: anomalies an unclean leader election explains, each with its election's operation index
+    explained: list[tuple[checker.Anomaly, int]] = field(default_factory=list)
     process_errors: dict[str, list[str]] = field(default_factory=dict)
 
     def counts(self) -> Counter[tuple[str, str]]:
@@ -62,9 +64,13 @@ def processes(bootstrap: str, topic: str, partitions: int, history: History, see
     return writers, readers
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, replication: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication: int, unclean: bool = False) -> None:
+    """The run's topic; with ``unclean``, ``unclean.leader.election.enable=true`` on it alone (the
+    internal topics keep the broker's setting)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    for future in admin.create_topics([NewTopic(topic, partitions, replication)], request_timeout=15).values():
+    config = {"unclean.leader.election.enable": "true"} if unclean else {}
+    for future in admin.create_topics([NewTopic(topic, partitions, replication, config=config)],
+                                      request_timeout=15).values():
         future.result(30)
 
 
@@ -73,13 +79,14 @@ Workload = Callable[[str, str, int, History, int, str], tuple[list[Process], lis
 
 def run(bootstrap: str, seconds: float, seed: int, target: Target | None = None, partitions: int = 3,
         replication: int = 1, interval: float = 4.0, log: Callable[[str], Any] = lambda _: None,
-        faults: list[Fault] | None = None, workload: Workload = processes) -> Result:
+        faults: list[Fault] | None = None, workload: Workload = processes, unclean: bool = False) -> Result:
     """Run the workload against ``bootstrap`` for ``seconds``, with the nemesis on ``target``
-    (none when None) following the seed's schedule (or ``faults``), then drain and check."""
+    (none when None) following the seed's schedule (or ``faults``), then drain and check;
+    ``unclean``: the topic allows unclean leader elections."""
     run_id = f"{seed}-{uuid.uuid4().hex[:6]}"
     topic = f"chaos-{run_id}"
     history = History()
-    create_topic(bootstrap, topic, partitions, replication)
+    create_topic(bootstrap, topic, partitions, replication, unclean)
     if faults is None:
         faults = schedule(seed, seconds, target.actions, interval) if target is not None else []
     writers, readers = workload(bootstrap, topic, partitions, history, seed, run_id)
@@ -101,8 +108,10 @@ def run(bootstrap: str, seconds: float, seed: int, target: Target | None = None,
     drained = all([drain(bootstrap, topic, partitions, history, "read_committed"),
                    drain(bootstrap, topic, partitions, history, "read_uncommitted")])
     ops = history.ops
-    return Result(seed, ops, faults, nemesis.applied if nemesis else [], checker.check(ops), drained,
-                  {p.name: p.errors for p in writers + readers if p.errors})
+    findings = checker.examine(ops)
+    return Result(seed, ops, faults, nemesis.applied if nemesis else [], findings.anomalies, drained=drained,
+                  process_errors={p.name: p.errors for p in writers + readers if p.errors},
+                  explained=findings.explained)
 
 
 def report(result: Result, show_ops: int = 6) -> str:
@@ -122,11 +131,42 @@ def report(result: Result, show_ops: int = 6) -> str:
     for name, errors in sorted(result.process_errors.items()):
         lines.append(f"process {name} stopped early or struggled: {'; '.join(errors[:3])}")
     by_index = {op.index: op for op in result.ops}
+    lines += describe_explained(result.explained, by_index, show_ops)
     lines.append(f"anomalies: {len(result.anomalies)}")
-    for anomaly in result.anomalies:
+    lines += describe_anomalies(result.anomalies, by_index, show_ops)
+    return "\n".join(lines)
+
+
+def describe_explained(explained: list[tuple[checker.Anomaly, int]], by_index: dict[int, Op],
+                       show: int) -> list[str]:
+    """What the unclean elections explain: per election, the counts by kind and (up to ``show``)
+    the anomalies with what they lost."""
+    if not explained:
+        return []
+    by_election: dict[int, list[checker.Anomaly]] = {}
+    for anomaly, election in explained:
+        by_election.setdefault(election, []).append(anomaly)
+    # a lost write shown by its write alone was never read; one shown with a read was overwritten
+    lost = sum(1 for anomaly, _ in explained if anomaly.kind == "lost-write" and len(anomaly.ops) == 1)
+    lines = [f"explained by {len(by_election)} unclean leader election(s): {len(explained)} anomalies,"
+             f" {lost} of them acknowledged writes never read"]
+    for election, anomalies in sorted(by_election.items()):
+        kinds = Counter(anomaly.kind for anomaly in anomalies)
+        lines.append(f"  #{election} {by_index[election].info}: "
+                     + ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items())))
+        lines += [f"      {anomaly.kind}: {anomaly.message}" for anomaly in anomalies[:show]]
+        if len(anomalies) > show:
+            lines.append(f"      ... {len(anomalies) - show} more")
+    return lines
+
+
+def describe_anomalies(anomalies: list[checker.Anomaly], by_index: dict[int, Op], show_ops: int) -> list[str]:
+    """Each anomaly and (up to ``show_ops`` of) the operations that show it."""
+    lines = []
+    for anomaly in anomalies:
         lines.append(f"  {anomaly.kind}: {anomaly.message}")
         for index in anomaly.ops[:show_ops]:
             lines.append(f"      {by_index[index].describe()}")
         if len(anomaly.ops) > show_ops:
             lines.append(f"      ... {len(anomaly.ops) - show_ops} more operations")
-    return "\n".join(lines)
+    return lines

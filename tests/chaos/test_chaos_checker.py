@@ -172,7 +172,7 @@ def test_skipped_offset() -> None:
     story, _ = clean()
     skipping = story.poll("r1", [rec("a", 0, 0), rec("c", 0, 2)], session=1)
     [anomaly] = only(story, "skipped-offset")
-    assert anomaly.ops == (skipping,) and "skipping 1" in anomaly.message
+    assert anomaly.ops == (skipping,) and "skipping 1 (read by x0)" in anomaly.message
 
 
 def test_read_committed_may_pass_over_an_aborted_record() -> None:
