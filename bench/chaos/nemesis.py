@@ -73,8 +73,7 @@ class Target(Protocol):
 class ClusterControls(Protocol):
     """What :class:`ClusterTarget` and its watcher use of a multi-broker minikafka: the methods of
     :class:`~minikafka.testkit.MiniKafkaCluster` (which reach the cluster's controls on its thread).
-    ``slow-follower`` will add one that delays a follower's fetches, ``slow_follower(node, delay_ms)``
-    undone by ``heal(node)``, once the controls offer it."""
+    ``slow(node, ms)`` delays a follower's fetches at its leaders until ``heal(node)``."""
 
     brokers: list[int]
     data_dir: Any
@@ -88,6 +87,7 @@ class ClusterControls(Protocol):
     def shutdown(self, node_id: int) -> None: ...
     def move_leader(self, topic: str, partition: int, node_id: int) -> dict[str, Any]: ...
     def isolate(self, node_id: int, from_: str = "all") -> None: ...
+    def slow(self, node_id: int, ms: int) -> Any: ...
     def heal(self, node_id: int) -> None: ...
 
 
@@ -112,6 +112,8 @@ def schedule(seed: int, seconds: float, actions: tuple[str, ...], interval: floa
             params["delay_ms"] = rng.choice([50, 200, 500, 1500])
         elif action in CLUSTER_ACTIONS:
             params["pick"] = rng.randrange(1000)  # which broker, partition or replica
+            if action == "slow-follower":
+                params["delay_ms"] = rng.choice([200, 500, 1500])
         out.append(Fault(round(t, 2), action, duration, params))
         t += duration + rng.uniform(interval / 2, interval * 1.5)
 
@@ -189,14 +191,13 @@ class ClusterTarget:
     an unclean election (the last in-sync replica crashed), so an :class:`ElectionWatcher` reads the
     cluster throughout and :meth:`elections` hands over what it saw.
 
-    ``slow-follower`` (:data:`CLUSTER_ACTIONS`, with ``ClusterControls.slow_follower``) is left out
-    until the cluster's controls can delay a follower's fetches: it goes into :attr:`base_actions`,
-    :meth:`apply` (beside ``isolate-from-brokers``, the broker from :meth:`_node`, the delay drawn in
-    :func:`schedule`) and :meth:`undo`.
+    ``slow-follower`` answers every fetch a broker sends as a follower late (the delay drawn in
+    :func:`schedule`) until it is healed: acks=all writes wait for it, and with a delay past
+    ``replica.lag.time.max.ms`` it leaves the ISR.
     """
 
     base_actions: tuple[str, ...] = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
-                                     "isolate-from-clients")
+                                     "isolate-from-clients", "slow-follower")
 
     def __init__(self, cluster: ClusterControls, unclean: bool = False, out_of_sync_within: float = 20.0) -> None:
         self.cluster = cluster
@@ -225,6 +226,8 @@ class ClusterTarget:
             self.cluster.isolate(node, "brokers")
         elif fault.action == "isolate-from-clients":
             self.cluster.isolate(node, "clients")
+        elif fault.action == "slow-follower":
+            self.cluster.slow(node, int(fault.params.get("delay_ms", 500)))
         elif fault.action == "move-leader":
             return self._move_leader(fault)
         elif fault.action == "unclean-election":
@@ -287,6 +290,9 @@ class ClusterTarget:
         if fault.action.startswith("isolate"):
             self.cluster.heal(handle)
             return f"broker {handle} cut off and healed"
+        if fault.action == "slow-follower":
+            self.cluster.heal(handle)
+            return f"broker {handle}'s fetches slowed by {fault.params.get('delay_ms')} ms, then healed"
         if fault.action == "unclean-election" and isinstance(handle, list):
             for node in handle:
                 self.cluster.start_broker(node)
