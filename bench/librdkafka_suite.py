@@ -18,8 +18,8 @@ the tests create to the KIP-848 protocol (``group.protocol=consumer``).
 
 Left out of the list (each with its reason, printed with ``--list``): local and mock tests (they
 test librdkafka against itself), SSL/SASL/OIDC tests (they need listeners and credentials of
-trivup's), tests that change topics or ACLs with Kafka's scripts (``kafka-topics.sh``,
-``kafka-acls.sh``), share-consumer tests (KIP-932, Kafka 4.2), the
+trivup's), tests that need Kafka's own tools (``kafka-topics.sh``, ``kafka-acls.sh``, the Java
+``TransactionProducerCli``), share-consumer tests (KIP-932, Kafka 4.2), the
 manual ones and those librdkafka marks as known issues.
 
 The source: a librdkafka checkout or a bare git directory (``--source``, plus ``--ref`` for a
@@ -61,6 +61,7 @@ CONFIGURE_ARGS = ("--disable-gssapi", "--disable-curl", "--disable-zstd", "--dis
 EXCLUDED = {
     "0052": "creates its topic with Kafka's kafka-topics.sh (KAFKA_PATH)",
     "0077": "creates its topic with Kafka's kafka-topics.sh (KAFKA_PATH)",
+    "0098": "produces with Kafka's Java TransactionProducerCli (KAFKA_PATH)",
     "0109": "denies a topic with Kafka's kafka-acls.sh (KAFKA_PATH)",
     "0097": "SSL certificate verification: needs trivup's SSL listeners",
     "0115": "ACLs set with Kafka's kafka-acls.sh (KAFKA_PATH)",
@@ -341,7 +342,8 @@ def main() -> None:
     parser.add_argument("--kafka-version", default="4.0.0", help="TEST_KAFKA_VERSION: the version tests assume")
     parser.add_argument("--tests", help="comma-separated test numbers (default: every cluster test)")
     parser.add_argument("--subtests", help="SUBTESTS: run only the sub-tests whose name contains this")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds allowed per test number")
+    parser.add_argument("--timeout", type=float, default=300,
+                        help="seconds allowed per test number (0113: at least 900)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--list", action="store_true", help="print the selection and the exclusions, then exit")
     args = parser.parse_args()
