@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import IO
 
 #: Where data dirs go when a benchmark wants them in memory (so disk writeback stalls do not drown
 #: the difference it measures): /dev/shm where the machine has it, else None (the temp dir).
@@ -19,12 +20,14 @@ MEMORY_DIR: str | None = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
 @contextmanager
 def serve(
-    *args: str, data_dir: str | None = None, data_dir_base: str | None = None, env: dict[str, str] | None = None
+    *args: str, data_dir: str | None = None, data_dir_base: str | None = None,
+    env: dict[str, str] | None = None, log: IO[str] | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[str], str]]:
     """Yield (bootstrap, process, data dir); the broker (or cluster) is stopped with SIGTERM afterwards.
 
     Without ``data_dir`` a fresh one is made under ``data_dir_base`` (default: ``$BENCH_DIR`` or
-    the temp dir) and removed afterwards. ``env``: the child's environment (default: this one's)."""
+    the temp dir) and removed afterwards. ``env``: the child's environment (default: this one's);
+    ``log`` receives the broker's log (default: this process's stderr)."""
     made = data_dir is None
     directory = data_dir or tempfile.mkdtemp(prefix="minikafka-bench-",
                                              dir=data_dir_base or os.environ.get("BENCH_DIR"))
@@ -32,6 +35,7 @@ def serve(
         [sys.executable, "-m", "minikafka", "serve", "--port", "0", "--data-dir", directory,
          "--log-level", "WARNING", *args],
         stdout=subprocess.PIPE,
+        stderr=log,
         text=True,
         env=env,
     )

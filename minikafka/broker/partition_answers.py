@@ -14,6 +14,8 @@ from minikafka.errors import ErrorCode
 from minikafka.storage.disk_format import TopicPartition
 
 if TYPE_CHECKING:
+    from minikafka.broker.cluster.controller import TopicRecord
+    from minikafka.broker.context import BrokerServices
     from minikafka.storage.log_manager import TopicInfo
 
 
@@ -35,7 +37,15 @@ def error_answers(topic_cls: Any, partition_cls: Any, request_topics: Iterable[A
         partition_index=p.partition_index, error_code=errors[(topic, p.partition_index)]))
 
 
-def known_partitions(topics: Mapping[str, TopicInfo], request_topics: Iterable[Any]
+def cluster_topics(services: BrokerServices) -> Mapping[str, TopicInfo | TopicRecord]:
+    """Every topic of the cluster with its partition count: the controller's topics on a cluster
+    broker, whose own logs hold only the partitions it has replicas of; the logs' on a single broker.
+    Requests that name partitions anywhere in the cluster (OffsetCommit to a group coordinator)
+    are checked against these, as Kafka checks them against its metadata cache."""
+    return services.storage.topics() if services.cluster is None else services.cluster.controller.topics
+
+
+def known_partitions(topics: Mapping[str, TopicInfo | TopicRecord], request_topics: Iterable[Any]
                      ) -> tuple[dict[TopicPartition, int], list[tuple[TopicPartition, Any]]]:
     """(UNKNOWN_TOPIC_OR_PARTITION for each requested partition that does not exist, the others
     with their request entries, in request order)."""

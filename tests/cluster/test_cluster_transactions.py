@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 
 from minikafka.broker.embedded import ClusterThread
+from tests.cluster.test_cluster_admin import create as create_placed
 from tests.cluster.test_cluster_failover import create, read_all, wait_for
 
 
@@ -45,6 +46,22 @@ def test_committed_and_aborted_transactions_over_partitions_led_by_different_bro
     assert sorted(committed) == sorted(f"t{n}-p{p}".encode() for n in (0, 2) for p in range(3))
     everything = read_all(cluster, "txn", "ru", **{"isolation.level": "read_uncommitted"})
     assert len(everything) == 9
+
+
+def test_a_transaction_writes_to_topics_with_no_replica_on_the_coordinators_broker(cluster: ClusterThread) -> None:
+    """The transaction coordinator adds partitions of topics that have no replica on its own broker
+    (librdkafka's test 0129 on three brokers stalled on them with UNKNOWN_TOPIC_OR_PARTITION)."""
+    topics = [f"only-on-{node}" for node in (1, 2, 3)]  # whichever broker coordinates, two are elsewhere
+    for node, topic in enumerate(topics, 1):
+        create_placed(cluster, topic, [[node]])
+    producer = transactional(cluster, "spreader")
+    producer.begin_transaction()
+    for topic in topics:
+        producer.produce(topic, value=topic.encode())
+    assert producer.flush(20) == 0
+    producer.commit_transaction(20)
+    for topic in topics:
+        assert read_all(cluster, topic, "rc", **{"isolation.level": "read_committed"}) == [topic.encode()]
 
 
 def test_a_transaction_commits_through_the_crash_of_a_partition_leader(cluster: ClusterThread) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 from minikafka.broker.context import RequestContext
+from minikafka.broker.partition_answers import cluster_topics
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode
 from minikafka.storage.disk_format import TopicPartition
@@ -26,8 +27,7 @@ from minikafka.storage.disk_format import TopicPartition
 
 def partition_errors(ctx: RequestContext, wanted: list[TopicPartition]) -> dict[TopicPartition, int]:
     """Per-partition errors before the coordinator is asked (empty when every partition is fine)."""
-    logs = ctx.services.storage
-    topics = logs.topics()
+    topics = cluster_topics(ctx.services)
     errors: dict[TopicPartition, int] = {}
     for topic, partition in wanted:
         info = topics.get(topic)

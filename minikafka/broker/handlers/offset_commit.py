@@ -15,7 +15,7 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.records import CommittedOffset
-from minikafka.broker.partition_answers import error_answers, known_partitions
+from minikafka.broker.partition_answers import cluster_topics, error_answers, known_partitions
 from minikafka.storage.disk_format import TopicPartition
 
 
@@ -23,7 +23,7 @@ def requested_offsets(ctx: RequestContext, request_topics: Any, committed: Calla
                       ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, CommittedOffset]]:
     """(UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, the offsets to store for the
     others, built by ``committed`` from each partition entry); shared with TxnOffsetCommit."""
-    errors, known = known_partitions(ctx.services.storage.topics(), request_topics)
+    errors, known = known_partitions(cluster_topics(ctx.services), request_topics)
     return errors, {tp: committed(p) for tp, p in known}
 
 

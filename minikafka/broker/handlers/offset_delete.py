@@ -9,13 +9,13 @@ from __future__ import annotations
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 
 from minikafka.broker.context import RequestContext
-from minikafka.broker.partition_answers import error_answers, known_partitions
+from minikafka.broker.partition_answers import cluster_topics, error_answers, known_partitions
 from minikafka.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     groups = ctx.services.groups
-    errors, known = known_partitions(ctx.services.storage.topics(), request.topics)
+    errors, known = known_partitions(cluster_topics(ctx.services), request.topics)
     wanted = [tp for tp, _p in known]
     Response = OffsetDeleteResponse[ctx.api_version]
     group_error, results = await groups.offsets.delete_offsets(request.group_id, wanted)
