@@ -258,11 +258,21 @@ def parse_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in settings.items():
         kind = setting_kind(name)
         if kind is None:
-            close = difflib.get_close_matches(name, list(BROKER_DEFAULTS), n=3)
+            close = closest(name, list(BROKER_DEFAULTS))
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             raise ConfigError(f"{name}={value}: unknown broker setting{hint}")
         out[name] = _checked(setting_base_name(name), _convert(kind, value, name))
     return out
+
+
+def closest(name: str, known: list[str]) -> list[str]:
+    """Up to three of ``known`` that ``name`` is a likely misspelling of: the closest, and the
+    others about as close (``num.partition`` suggests ``num.partitions``, not also
+    ``offsets.topic.num.partitions``, which merely contains it)."""
+    scored = sorted(((difflib.SequenceMatcher(None, name, k).ratio(), k) for k in known), reverse=True)
+    if not scored or scored[0][0] < 0.6:
+        return []
+    return [k for ratio, k in scored[:3] if ratio >= 0.6 and ratio >= scored[0][0] - 0.1]
 
 
 def list_setting(text: str) -> list[str]:
@@ -349,7 +359,7 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> dict[str, lis
     out: dict[str, list[str]] = {}
     for variable in sorted(environ):
         if variable.startswith("MINIKAFKA_") and variable.removeprefix("MINIKAFKA_") not in known:
-            close = difflib.get_close_matches(variable.removeprefix("MINIKAFKA_"), known, n=3)
+            close = closest(variable.removeprefix("MINIKAFKA_"), known)
             out[variable] = ["MINIKAFKA_" + name for name in close]
     return out
 

@@ -397,7 +397,7 @@ def test_api_versions_with_unknown_version_answers_v0_body_and_keeps_connection(
         frame = c.recv_frame()
         correlation, error, count = struct.unpack_from(">ihi", frame, 0)
         assert (correlation, error, count) == (7, 35, 1)
-        assert struct.unpack_from(">hhh", frame, 10) == (18, 0, 4)
+        assert struct.unpack_from(">hhh", frame, 10) == (18, 0, 5)
         assert len(frame) == 16
         assert c.request(ApiVersionsRequest[3](client_software_name="t", client_software_version="1")).error_code == 0
 
