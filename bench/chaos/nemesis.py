@@ -43,6 +43,24 @@ SINGLE_BROKER_ACTIONS = ("crash", "outage", "restart-dirty", "restart-clean", "d
 CLUSTER_ACTIONS = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
                    "isolate-from-clients", "unclean-election", "slow-follower")
 TXN_APIS = ["AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"]
+#: the faults that are fault rules of the test kit: a single broker's, or on a cluster one broker's
+RULE_ACTIONS = ("drop-produce", "drop-txn", "delay", "error-after")
+
+
+def add_rule(faults: Any, fault: Fault, **where: Any) -> Any:
+    """Install the fault rule of ``fault`` (one of :data:`RULE_ACTIONS`) in ``faults`` (a
+    ``MiniKafka``'s or a ``MiniKafkaCluster``'s; ``broker=`` limits it to one broker): answers of
+    Produce or of the transaction APIs lost after they were handled, every answer delayed, or
+    Produce answered NOT_LEADER_OR_FOLLOWER after its append."""
+    if fault.action == "drop-produce":
+        return faults.drop_response(api="Produce", trigger="next", n=fault.params["n"], **where)
+    if fault.action == "drop-txn":
+        return faults.drop_response(api=TXN_APIS, trigger="next", n=fault.params["n"], **where)
+    if fault.action == "delay":
+        return faults.delay(fault.params["delay_ms"], trigger="always", **where)
+    if fault.action == "error-after":
+        return faults.error_after("NOT_LEADER_OR_FOLLOWER", api="Produce", trigger="next", n=fault.params["n"], **where)
+    raise ValueError(f"{fault.action!r} is not a fault rule")
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,8 @@ class ClusterControls(Protocol):
     def move_leader(self, topic: str, partition: int, node_id: int) -> dict[str, Any]: ...
     def isolate(self, node_id: int, from_: str = "all") -> None: ...
     def slow(self, node_id: int, ms: int) -> Any: ...
+    @property
+    def faults(self) -> Any: ...
     def heal(self, node_id: int) -> None: ...
 
 
@@ -134,14 +154,8 @@ class SingleBroker:
             self.kafka.restart(clean=False)
         elif fault.action == "restart-clean":
             self.kafka.restart(clean=True)
-        elif fault.action == "drop-produce":
-            return faults.drop_response(api="Produce", trigger="next", n=fault.params["n"])
-        elif fault.action == "drop-txn":
-            return faults.drop_response(api=TXN_APIS, trigger="next", n=fault.params["n"])
-        elif fault.action == "delay":
-            return faults.delay(fault.params["delay_ms"], trigger="always")
-        elif fault.action == "error-after":
-            return faults.error_after("NOT_LEADER_OR_FOLLOWER", api="Produce", trigger="next", n=fault.params["n"])
+        elif fault.action in RULE_ACTIONS:
+            return add_rule(faults, fault)
         elif fault.action in ("crash-on-produce", "crash-on-txn"):
             api = "Produce" if fault.action == "crash-on-produce" else TXN_APIS
             return faults.crash(restart_after_ms=fault.params["restart_ms"], api=api, trigger="once")
@@ -180,8 +194,9 @@ class SingleBroker:
 class ClusterTarget:
     """The faults of a :class:`~minikafka.testkit.MiniKafkaCluster`: a broker crashed or shut down
     (controlled) and started again after the fault's duration, a partition's leader moved to another
-    in-sync replica, a broker cut off from the other brokers or from the clients and healed. The
-    broker and partition are drawn from the fault's own seeded parameters.
+    in-sync replica, a broker cut off from the other brokers or from the clients and healed, and the
+    single broker's fault rules (:data:`RULE_ACTIONS`: lost answers, delays, an error after the
+    append) on one broker. The broker and partition are drawn from the fault's own seeded parameters.
 
     With ``unclean`` (the run's topic has ``unclean.leader.election.enable=true``) it also makes
     ``unclean-election``: a follower of a partition is cut off from the other brokers until it has
@@ -197,7 +212,7 @@ class ClusterTarget:
     """
 
     base_actions: tuple[str, ...] = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
-                                     "isolate-from-clients", "slow-follower")
+                                     "isolate-from-clients", "slow-follower", *RULE_ACTIONS)
 
     def __init__(self, cluster: ClusterControls, unclean: bool = False, out_of_sync_within: float = 20.0) -> None:
         self.cluster = cluster
@@ -206,8 +221,11 @@ class ClusterTarget:
         self.watcher = ElectionWatcher(cluster).start() if unclean else None
 
     def _node(self, fault: Fault) -> int:
+        """The broker of ``fault``: drawn in its parameters, or for a fault rule (whose
+        parameters are a single broker's) from its seeded time."""
         brokers = sorted(self.cluster.brokers)
-        return brokers[int(fault.params.get("pick", 0)) % len(brokers)]
+        pick = fault.params["pick"] if "pick" in fault.params else int(fault.at * 1000)
+        return brokers[int(pick) % len(brokers)]
 
     def _partition(self, fault: Fault) -> tuple[str, int] | None:
         """The run's topic (the first ``chaos-`` topic) and the partition the fault picks."""
@@ -218,6 +236,8 @@ class ClusterTarget:
 
     def apply(self, fault: Fault) -> Any:
         node = self._node(fault)
+        if fault.action in RULE_ACTIONS:
+            return node, add_rule(self.cluster.faults, fault, broker=node)
         if fault.action == "crash-broker":
             self.cluster.crash(node)
         elif fault.action == "controlled-shutdown":
@@ -290,6 +310,10 @@ class ClusterTarget:
         if fault.action.startswith("isolate"):
             self.cluster.heal(handle)
             return f"broker {handle} cut off and healed"
+        if fault.action in RULE_ACTIONS:
+            node, rule = handle
+            self.cluster.faults.remove(rule)
+            return f"broker {node}: fired on {rule.fired} request(s)"
         if fault.action == "slow-follower":
             self.cluster.heal(handle)
             return f"broker {handle}'s fetches slowed by {fault.params.get('delay_ms')} ms, then healed"
@@ -300,6 +324,7 @@ class ClusterTarget:
         return str(handle)
 
     def heal(self) -> None:
+        self.cluster.faults.clear()
         for node in sorted(self.cluster.brokers):
             self.cluster.heal(node)
             self.cluster.start_broker(node)
