@@ -16,6 +16,7 @@ https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/Kafk
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -88,9 +89,11 @@ class LocalMarkers:
                 errors[tp] = exc.code
                 continue
             written.append((tp, plog))
-        for tp, plog in written:
-            errors[tp] = await self._durable(tp, plog)
-            if errors[tp] == ErrorCode.NONE and tp[0] == OFFSETS_TOPIC:
+        # every written marker waits for its fsync and its ISR at once, not one after the other
+        durable = await asyncio.gather(*(self._durable(tp, plog) for tp, plog in written))
+        for (tp, _plog), error in zip(written, durable, strict=True):
+            errors[tp] = error
+            if error == ErrorCode.NONE and tp[0] == OFFSETS_TOPIC:
                 self._on_offsets_marker(tp[1], marker.producer_id, marker.commit)
         return errors
 
