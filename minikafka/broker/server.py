@@ -252,12 +252,12 @@ class Broker:
         coordinator of an internal topic loads or unloads it (Kafka: onElection/onResignation)."""
         if topic == OFFSETS_TOPIC and self.groups is not None:
             if epoch is None:
-                self.groups.on_resignation(partition)
+                self.groups.unload_partition(partition)
             else:
                 self.groups.on_election(partition)
         elif topic == TRANSACTION_STATE_TOPIC and self.transactions is not None:
             if epoch is None:
-                self.transactions.on_resignation(partition)
+                self.transactions.unload_partition(partition)
             else:
                 self.transactions.on_election(partition, epoch)
 

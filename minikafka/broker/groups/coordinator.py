@@ -22,10 +22,9 @@ The state machine follows Kafka's classic coordinator:
 The coordinator owns its parts, built in its constructor around one
 :class:`~minikafka.broker.groups.table.GroupTable` (the groups and each partition's offset store):
 committing, fetching and expiring offsets (:attr:`GroupCoordinator.offsets`, :mod:`.offsets`);
-listing, describing and deleting groups (:attr:`GroupCoordinator.admin`, :mod:`.admin`).
-
-Timers are ``loop.call_later`` handles on the broker's event loop; every request handler and
-timer runs on that loop, so no locking is needed. Error codes and their precedence are Kafka's.
+listing, describing and deleting groups (:attr:`GroupCoordinator.admin`, :mod:`.admin`). Timers
+are ``loop.call_later`` handles on the broker's event loop; every request handler and timer runs
+on that loop, so no locking is needed. Error codes and their precedence are Kafka's.
 """
 
 from __future__ import annotations
@@ -102,10 +101,8 @@ class GroupCoordinator:
     # ================================================================== lifecycle
 
     async def start(self, load_all: bool = True) -> None:
-        """Load every partition of ``__consumer_offsets`` (one at a time, as a broker elected leader
-        of them would); the coordinator is unavailable when one cannot be loaded. In a cluster
-        (``load_all`` False) it starts with none: each is loaded when this broker is elected its
-        leader (:meth:`on_election`)."""
+        """Load every partition of ``__consumer_offsets``, one at a time (unavailable when one cannot
+        be loaded); in a cluster (``load_all`` False) none: each loads on election (:meth:`on_election`)."""
         self.table.tasks.start()
         self.table.active = True
         for partition in range(self.partitions.count) if load_all else ():
@@ -118,9 +115,8 @@ class GroupCoordinator:
         log.info("group coordinator loaded %d group(s)", len(self.groups))
 
     async def load_partition(self, partition: int) -> bool:
-        """Become the coordinator of the groups of ``partition`` (Kafka: ``onElection``): replay it
-        and restart the sessions of the stored members. Until the replay is done its groups answer
-        COORDINATOR_LOAD_IN_PROGRESS. False when it cannot be loaded (or was unloaded meanwhile)."""
+        """Kafka's ``onElection``: replay ``partition``, restart its stored members' sessions (its groups
+        answer COORDINATOR_LOAD_IN_PROGRESS until then); False if it cannot load or was unloaded."""
         with_members = await self.partitions.load(partition, lambda: self.table.load(partition))
         for group in with_members or ():
             for member in group.members.values():
@@ -129,21 +125,13 @@ class GroupCoordinator:
             self.consumer.arm_loaded(partition)
         return with_members is not None
 
-    def on_election(self, partition: int) -> None:
-        """This broker became the leader of ``partition`` of ``__consumer_offsets``: load its
-        groups in the background (their requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+    def on_election(self, partition: int) -> None:  # this broker leads it now: load in the background
         if self.active and partition not in self.partitions.served():
             self.table.tasks.spawn(self.load_partition(partition))
 
-    def on_resignation(self, partition: int) -> None:
-        """This broker no longer leads ``partition``: its groups answer NOT_COORDINATOR."""
-        if self.active:
-            self.unload_partition(partition)
-
     def unload_partition(self, partition: int) -> int:
-        """Stop coordinating the groups of ``partition`` (Kafka: ``onResignation``): parked
-        JoinGroup/SyncGroup requests and every later request for them get NOT_COORDINATOR; their
-        committed offsets stay in the log for the next load. How many groups were unloaded."""
+        """Kafka's ``onResignation``: the groups of ``partition`` (parked JoinGroup/SyncGroup, later
+        requests) get NOT_COORDINATOR, their offsets stay in the log; how many groups were unloaded."""
         return self.table.unload(partition)
 
     def close(self) -> None:

@@ -125,11 +125,6 @@ class TransactionCoordinator:
             return
         self._tasks.spawn(self.load_partition(partition, coordinator_epoch))
 
-    def on_resignation(self, partition: int) -> None:
-        """This broker no longer leads ``partition``: its ids answer NOT_COORDINATOR."""
-        if self.active:
-            self.unload_partition(partition)
-
     async def load_partition(self, partition: int, coordinator_epoch: int = 0) -> bool:
         """Become the coordinator of the ids of ``partition`` (Kafka: ``onElection``): replay it;
         transactions found in Prepare* get their markers again. Until the replay is done the ids
