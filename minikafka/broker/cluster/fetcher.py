@@ -161,8 +161,10 @@ class Fetchers:
                         progressed = await self._reset_out_of_range(client, parts)
                     else:
                         request = self._request(parts, max_wait_ms, client.client_id)
-                        response = await client.send(request, decode_fetch_answer, max_wait_ms / 1000 + 10)
-                        progressed = self._handle(parts, response)
+                        # no name keeps the answer past this line: its records are views of the peer
+                        # connection's frame buffer, which the next large answer reuses only if free
+                        progressed = self._handle(parts, await client.send(request, decode_fetch_answer,
+                                                                           max_wait_ms / 1000 + 10))
                 except (PeerUnavailable, TimeoutError) as exc:
                     log.debug("node %d: fetch from leader %d failed: %s", self.node_id, leader, exc)
                     progressed = False
