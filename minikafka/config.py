@@ -124,6 +124,7 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.cleaner.min.cleanable.ratio": (float, 0.5),
     # Replication between the brokers of a cluster (minikafka.broker.cluster), Kafka's names and defaults.
     "replica.lag.time.max.ms": (int, 30000),
+    "broker.session.timeout.ms": (int, 9000),
     "replica.fetch.wait.max.ms": (int, 500),
     "replica.fetch.backoff.ms": (int, 1000),
     "replica.fetch.max.bytes": (int, 1048576),
@@ -151,6 +152,7 @@ BROKER_SETTING_MINIMUM: dict[str, int] = {
     "log.retention.check.interval.ms": 1,
     "log.flush.offset.checkpoint.interval.ms": 1,
     "replica.high.watermark.checkpoint.interval.ms": 1,
+    "broker.session.timeout.ms": 1,
     "producer.id.expiration.ms": 1,
     "producer.id.expiration.check.interval.ms": 1,
     "group.max.size": 1,

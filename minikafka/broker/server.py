@@ -239,7 +239,8 @@ class Broker:
 
         fetchers = Fetchers(self.node_id, logs, self.config, cluster.peer_address_of)
         return ReplicaManager(self.node_id, cluster.controller, logs, self.config, lambda: self.clock(), fetchers,
-                              self.fetch_waiters.notify, on_leadership=self._leadership_changed)
+                              self.fetch_waiters.notify, on_leadership=self._leadership_changed,
+                              controller_reachable=cluster.controller_reachable)
 
     def _peer_markers(self, link: ClusterLink) -> PeerMarkers:
         from minikafka.broker.cluster.markers import PeerMarkers

@@ -30,7 +30,7 @@ Served once the broker runs as a cluster (the console shows it when it answers 2
 
     GET    /cluster                    {"controller": 1, "brokers": [{"id", "host", "port", "rack",
                                         "state": "active"|"controlled-shutdown"|"fenced",
-                                        "isolated": "none"|"clients"|"brokers"|"all"}],
+                                        "isolated": "none"|"clients"|"brokers"|"controller"|"all"}],
                                         "partitions": [{"topic", "partition", "leader", "leader_epoch",
                                         "replicas", "isr", "offline", "high_watermark",
                                         "replica_offsets": [{"broker", "log_start_offset",

@@ -8,7 +8,7 @@ the cluster's routes, driving :class:`~minikafka.testkit.cluster_control.Cluster
     POST   /brokers/<id>/start            start it again on its port and data dir
     POST   /brokers/<id>/restart          {"clean": true|false}: a controlled shutdown (or a crash), then a start
     POST   /brokers/<id>/shutdown         a controlled shutdown: leadership moves away, then a clean stop
-    POST   /brokers/<id>/isolate          {"from": "clients"|"brokers"|"all"} (default all)
+    POST   /brokers/<id>/isolate          {"from": "clients"|"brokers"|"controller"|"all"} (default all)
     POST   /brokers/<id>/slow             {"ms": N}: answer each of its follower fetches N ms late
     POST   /brokers/<id>/heal             end its isolation and its slowing
     POST   /topics/<topic>/<p>/leader     {"broker": <id>}: move the leader to an active in-sync replica

@@ -154,9 +154,18 @@ class ClusterControl:
         return self.partition(topic, partition)
 
     def isolate(self, node_id: int, mode: str = "all") -> None:
-        """Cut broker ``node_id`` off from ``clients``, ``brokers`` or ``all`` (:mod:`.isolation`)."""
+        """Cut broker ``node_id`` off from ``clients``, ``brokers``, the ``controller`` or ``all``
+        (:mod:`.isolation`); a new mode replaces the one before."""
         self.isolation.isolate(self.node(node_id), mode)
+        self._controller_link(node_id)
         log.info("cluster: broker %d isolated from %s", node_id, mode)
+
+    def _controller_link(self, node_id: int) -> None:
+        """Cut or restore broker ``node_id``'s link to the controller as its isolation says."""
+        if self.isolation.from_controller(node_id):
+            self.cluster.cut_off_controller(node_id)
+        else:
+            self.cluster.reconnect_controller(node_id)
 
     async def slow(self, node_id: int, ms: int) -> FaultRule:
         """Answer each of broker ``node_id``'s follower fetches ``ms`` late, until :meth:`heal`
@@ -196,6 +205,7 @@ class ClusterControl:
     def heal(self, node_id: int) -> None:
         """End broker ``node_id``'s isolation and its slowing."""
         self.isolation.heal(self.node(node_id))
+        self._controller_link(node_id)
         self.faults.remove(_slow_rule(node_id))
         log.info("cluster: broker %d reachable again, at full speed", node_id)
 

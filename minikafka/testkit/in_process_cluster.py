@@ -88,8 +88,8 @@ class MiniKafkaCluster(OnAThread):
         self._thread.call(self.control.shutdown, node_id)
 
     def isolate(self, node_id: int, from_: str = "all") -> None:
-        """Cut broker ``node_id`` off from ``"clients"``, ``"brokers"`` or ``"all"``
-        (:mod:`minikafka.testkit.isolation`) until :meth:`heal`."""
+        """Cut broker ``node_id`` off from ``"clients"``, ``"brokers"``, the ``"controller"`` or
+        ``"all"`` (:mod:`minikafka.testkit.isolation`) until :meth:`heal`."""
         self._thread.call(self.control.isolate, node_id, from_)
 
     def slow(self, node_id: int, ms: int) -> FaultRule:

@@ -15,11 +15,16 @@ seen from both ends:
   ``min.insync.replicas``.
 - ``clients``: every connection that is not another broker's is closed at its first request
   (a new connection, or the next request on one already open).
-- ``all``: both.
+- ``controller``: the broker's link to the controller is cut
+  (:meth:`~minikafka.broker.cluster.cluster.Cluster.cut_off_controller`): it is fenced once
+  ``broker.session.timeout.ms`` passes without its heartbeats, its partitions get new leaders,
+  and it hears of none of it until healed: a zombie leader, as a KRaft broker cut off from the
+  quorum is.
+- ``all``: the three at once, a broker alone on its side of a network partition.
 
-The controller is an object in the process (docs/cluster.md), so an isolated broker stays
-registered and active there: unlike a KRaft broker cut off from the quorum it is not fenced, and
-the partitions it leads keep it as leader while their ISR shrinks to it.
+With ``brokers`` or ``clients`` alone the controller still hears the broker: it stays active and
+keeps leading its partitions while their ISR shrinks to it (the controller quorum on the broker's
+side of the partition, in Kafka's terms).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ if TYPE_CHECKING:
 
 #: the client id prefix of the cluster's own inter-broker requests (peer_client, fetcher)
 PEER_CLIENT_PREFIX = "replica-fetcher-"
-MODES = ("none", "clients", "brokers", "all")
+MODES = ("none", "clients", "brokers", "controller", "all")
 
 
 class Isolation:
@@ -51,7 +56,7 @@ class Isolation:
 
     def isolate(self, node_id: int, mode: str) -> None:
         if mode not in MODES:
-            raise ValueError(f"isolate from {mode!r}: expected one of clients, brokers, all")
+            raise ValueError(f"isolate from {mode!r}: expected one of clients, brokers, controller, all")
         if mode == "none":
             self._cut.pop(node_id, None)
         else:
@@ -65,6 +70,9 @@ class Isolation:
 
     def from_clients(self, node_id: int) -> bool:
         return self.mode(node_id) in ("clients", "all")
+
+    def from_controller(self, node_id: int) -> bool:
+        return self.mode(node_id) in ("controller", "all")
 
 
 def peer_of(client_id: str | None) -> int | None:

@@ -80,6 +80,10 @@ class ClusterLink:
     def controller(self) -> Controller:
         return self.cluster.controller
 
+    def controller_reachable(self) -> bool:
+        """Whether this broker's requests reach the controller (see :meth:`Cluster.cut_off_controller`)."""
+        return self.node_id not in self.cluster.cut_from_controller
+
     def address_of(self, node_id: int) -> tuple[str, int] | None:
         """Where broker ``node_id`` listens, or None while it is down."""
         broker = self.cluster.brokers.get(node_id)
@@ -153,6 +157,9 @@ class Cluster:
         self.broker_hooks: list[Callable[[Broker], None]] = []
         self._lock = DataDirLock(self.data_dir)
         self._balancer: asyncio.Task[None] | None = None
+        #: brokers cut off from the controller (:meth:`cut_off_controller`), each with the task that
+        #: fences it when its session expires
+        self.cut_from_controller: dict[int, asyncio.Task[None] | None] = {}
         #: shared by every broker, kept in the cluster's data dir: two producers never get one id
         self.producer_ids = ProducerIdAllocator(self.data_dir)
 
@@ -200,6 +207,8 @@ class Cluster:
             self._balancer = None
         for node_id in sorted(self.brokers, reverse=True):
             await self.stop_broker(node_id, controlled=False)
+        for node_id in list(self.cut_from_controller):
+            self._end_session_timer(node_id)
         self._lock.release()
 
     async def start_broker(self, node_id: int) -> Broker:
@@ -214,6 +223,9 @@ class Cluster:
         for hook in self.broker_hooks:
             hook(broker)
         await broker.start()
+        if node_id in self.cut_from_controller:  # it cannot register: fenced until it is reconnected
+            log.info("cluster: broker %d is up, cut off from the controller", node_id)
+            return broker
         self.controller.unfence(node_id)
         log.info("cluster: broker %d is up", node_id)
         return broker
@@ -227,11 +239,60 @@ class Cluster:
     async def stop_broker(self, node_id: int, controlled: bool = True) -> None:
         """A clean stop; ``controlled`` moves its leadership away first (Kafka's controlled shutdown)."""
         broker = self.brokers[node_id]
-        if controlled and broker.started:
+        if controlled and broker.started and node_id not in self.cut_from_controller:
             self.controller.begin_controlled_shutdown(node_id)
         await broker.stop(clean=True)
         if self.controller.brokers[node_id].state is not BrokerState.FENCED:
             self.controller.fence(node_id)
+
+    # ----------------------------------------------------------------- the controller link
+    def cut_off_controller(self, node_id: int) -> None:
+        """Broker ``node_id`` loses its link to the controller (a network partition; the test kit's
+        isolation from ``controller`` or ``all``), as a KRaft broker cut off from the quorum:
+
+        - the controller hears no heartbeat from it and fences it once ``broker.session.timeout.ms``
+          has passed: it leaves every ISR and its partitions get new leaders;
+        - it hears of no change (its replicas keep the leaders and epochs it knew, so a leader
+          keeps leading, a zombie once fenced: its acks=all writes wait for followers that have
+          moved on, its acks=1 writes are lost when it truncates later);
+        - its ISR changes wait, unsent, as Kafka's AlterPartition requests wait for the controller.
+
+        :meth:`reconnect_controller` ends it. Answers built from the controller's records (Metadata,
+        FindCoordinator) stay current on it: minikafka keeps no per-broker copy of them."""
+        if node_id in self.cut_from_controller:
+            return
+        self.cut_from_controller[node_id] = asyncio.get_running_loop().create_task(
+            self._expire_session(node_id), name=f"broker-{node_id}-session")
+        log.info("cluster: broker %d cut off from the controller", node_id)
+
+    def reconnect_controller(self, node_id: int) -> None:
+        """Broker ``node_id`` reaches the controller again: it takes up every change it missed
+        (truncating where its log diverged, as any follower does), its waiting ISR changes are
+        answered, and a fenced broker registers again."""
+        if node_id not in self.cut_from_controller:
+            return
+        self._end_session_timer(node_id)
+        del self.cut_from_controller[node_id]
+        broker = self.brokers.get(node_id)
+        if broker is None or not broker.started:
+            return
+        if broker.replicas is not None:
+            broker.replicas.catch_up()
+        if self.controller.brokers[node_id].state is BrokerState.FENCED:
+            self.controller.unfence(node_id)
+        log.info("cluster: broker %d reaches the controller again", node_id)
+
+    async def _expire_session(self, node_id: int) -> None:
+        await asyncio.sleep(int(self.config.get("broker.session.timeout.ms")) / 1000)
+        if self.controller.brokers[node_id].state is not BrokerState.FENCED:
+            log.info("cluster: broker %d's session expired at the controller: fenced", node_id)
+            self.controller.fence(node_id)
+
+    def _end_session_timer(self, node_id: int) -> None:
+        task = self.cut_from_controller.get(node_id)
+        if task is not None:
+            task.cancel()
+            self.cut_from_controller[node_id] = None
 
     # ----------------------------------------------------------------- topics
     def ensure_internal_topic(self, topic: str) -> bool:
@@ -272,8 +333,8 @@ class Cluster:
         when it starts (:meth:`ReplicaManager.start`)."""
         self.controller.delete_topic(name)
         self.metadata.save(self.controller)
-        for broker in self.brokers.values():
-            if broker.started and broker.replicas is not None:
+        for node_id, broker in self.brokers.items():
+            if broker.started and broker.replicas is not None and node_id not in self.cut_from_controller:
                 broker.replicas.forget_topic(name)
             if broker.started and broker.groups is not None:  # committed offsets go with the topic, as in Kafka
                 broker.groups.offsets.on_topic_deleted(name)
@@ -293,11 +354,12 @@ class Cluster:
     # ----------------------------------------------------------------- controller hooks
     def _changed(self, changes: list[PartitionChange]) -> None:
         """The controller decided: its records are saved (once per decision: a topic of 50
-        partitions is one write), then every running broker takes up each change."""
+        partitions is one write), then every running broker that reaches the controller takes up
+        each change."""
         self.metadata.save(self.controller)
         for change in changes:
-            for broker in self.brokers.values():
-                if broker.started and broker.replicas is not None:
+            for node_id, broker in self.brokers.items():
+                if broker.started and broker.replicas is not None and node_id not in self.cut_from_controller:
                     broker.replicas.apply(change)
 
     def _unclean_allowed(self, topic: str) -> bool:

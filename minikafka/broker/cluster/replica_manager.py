@@ -45,8 +45,10 @@ class ReplicaManager:
 
     def __init__(self, node_id: int, controller: Controller, storage: LogManager, config: BrokerConfig,
                  clock: Callable[[], int], fetchers: Fetchers, notify: Callable[[PartitionLog], None],
-                 on_leadership: LeadershipListener = lambda topic, partition, epoch: None) -> None:
+                 on_leadership: LeadershipListener = lambda topic, partition, epoch: None,
+                 controller_reachable: Callable[[], bool] = lambda: True) -> None:
         self.node_id = node_id
+        self._controller_reachable = controller_reachable
         self._on_leadership = on_leadership
         self._internal_write_timeout_s = int(config.get("offsets.commit.timeout.ms")) / 1000
         self.controller = controller
@@ -63,10 +65,7 @@ class ReplicaManager:
     def start(self) -> None:
         """Take up every replica this broker has, as the controller records them now, after
         dropping the leftovers of topics deleted while it was down."""
-        self._drop_deleted_topics()
-        for (topic, partition), part in list(self.controller.partitions.items()):
-            if self.node_id in part.replicas:
-                self._take_up(topic, partition, part)
+        self.catch_up()
         self._expiration = asyncio.create_task(self._expire_isr_members())
 
     async def stop(self) -> None:
@@ -79,16 +78,25 @@ class ReplicaManager:
             self._fail_waiters(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.leading.clear()
 
+    def catch_up(self) -> None:
+        """The broker reaches the controller again after a cut (``Cluster.reconnect_controller``):
+        take up what changed meanwhile, as :meth:`start` does, a leader's unsent ISR change
+        included (the controller's record replaces it; the leader asks again if it still must)."""
+        self._drop_deleted_topics()
+        for (topic, partition), part in list(self.controller.partitions.items()):
+            if self.node_id in part.replicas:
+                self._take_up(topic, partition, part)
+
     def _drop_deleted_topics(self) -> None:
         """Local topics the controller no longer has, or has again under another topic id (deleted
         and created anew), are deleted, as Kafka's broker deletes its stray logs at start-up."""
-        for name, info in self.storage.topics().items():
+        for name, info in list(self.storage.topics().items()):
             record = self.controller.topics.get(name)
             if record is not None and record.topic_id == info.topic_id:
                 continue
-            log.info("node %d: topic %s was deleted while the broker was down; deleting its replicas",
+            log.info("node %d: topic %s was deleted while the broker was down or cut off; deleting its replicas",
                      self.node_id, name)
-            self.storage.delete_topic(name)
+            self.forget_topic(name)
 
     def forget_topic(self, name: str) -> None:
         """The topic was deleted: stop leading and following its partitions, answer the acks=all
@@ -308,6 +316,11 @@ class ReplicaManager:
         if part is None:
             return
         replicas.pending_isr = isr
+        if not self._controller_reachable():
+            # Kafka's AlterPartition waits for the controller; the pending ISR holds meanwhile (the
+            # high watermark waits for every member of both) and :meth:`catch_up` settles it
+            log.info("%s-%d: ISR change to %s waits: the controller is out of reach", tp[0], tp[1], list(isr))
+            return
         code, after = self.controller.alter_partition(self.node_id, tp[0], tp[1], part.leader_epoch,
                                                       part.partition_epoch, isr)
         if code != ErrorCode.NONE:
