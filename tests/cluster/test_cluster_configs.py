@@ -86,6 +86,9 @@ def test_a_change_through_a_broker_without_a_replica_reaches_every_broker_and_su
     assert described_everywhere(cluster, "cfg", "segment.ms") == {("604800000", DEFAULT_CONFIG)}
     expected = {"retention.ms": "3600000", "cleanup.policy": "compact"}
     assert [local_overrides(cluster, n, "cfg") for n in (1, 2, 3)] == [None, expected, expected]
+    with RawClient(cluster.address(cluster.leader("cfg", 0))) as client:  # compacted now: keys required
+        assert produce(client, "cfg", build_batch(value=b"keyless")).error_code == ErrorCode.INVALID_RECORD
+        assert produce(client, "cfg", build_batch(key=b"k", value=b"keyed")).error_code == ErrorCode.NONE
 
     cluster.crash(3)  # down while the topic changes: it learns of it when it starts
     with RawClient(cluster.address(1)) as client:
