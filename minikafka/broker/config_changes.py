@@ -1,9 +1,14 @@
 """What AlterConfigs (key 33) and IncrementalAlterConfigs (key 44) share: checking and applying a
 change to one resource, the way Kafka's controller does it.
 
-Topic changes go through the same validation as CreateTopics (:func:`minikafka.config.parse_topic_configs`)
-and are applied with :meth:`LogManager.alter_topic_configs`, which rewrites the topic catalogue (so the
-change survives a restart) and updates the live partition logs. Broker changes: see docs/semantics.md (AlterConfigs and IncrementalAlterConfigs).
+Topic changes go through the same validation as CreateTopics (:func:`minikafka.config.parse_topic_configs`).
+A single broker applies them with :meth:`LogManager.alter_topic_configs`, which rewrites the topic
+catalogue (so the change survives a restart) and updates the live partition logs. In a cluster the
+topic's overrides belong to the controller, as Kafka keeps them in its metadata log: the broker that
+took the request validates the change against the controller's record of the topic (so any broker
+takes it, replica or not) and hands it to the controller, which saves it and has every broker apply
+it (:meth:`minikafka.broker.cluster.cluster.Cluster.alter_topic_configs`). Broker changes: see
+docs/semantics.md (AlterConfigs and IncrementalAlterConfigs).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from minikafka.broker.context import RequestContext
+from minikafka.broker.partition_answers import cluster_topics
 from minikafka.config import BROKER_DEFAULTS, TOPIC_CONFIG_SOURCES, parse_topic_configs
 from minikafka.errors import ErrorCode, KafkaError
 
@@ -48,16 +54,33 @@ INERT_DYNAMIC_BROKER_CONFIGS = frozenset({
 
 
 def check_broker_name(ctx: RequestContext, name: str) -> None:
-    """The cluster default ("") or this broker's id, as Kafka checks a broker resource name."""
+    """The cluster default ("") or this broker's id, as Kafka's DescribeConfigs checks a broker
+    resource name: a broker describes only itself, and in a cluster a client asks each broker for
+    its own settings (``ConfigHelper.describeConfigs``)."""
     if name not in ("", str(ctx.services.node_id)):
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Unexpected broker id, expected {ctx.services.node_id} or empty string, but received {name}")
 
 
+def check_broker_to_alter(ctx: RequestContext, name: str) -> None:
+    """The cluster default ("") or this broker's id, as Kafka's broker checks the name of a broker
+    resource to change before it forwards the change to the controller
+    (``ConfigAdminManager.validateResourceNameIsCurrentNodeId``): another node's id is refused."""
+    if name == "":
+        return
+    try:
+        node = int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
+    if node != ctx.services.node_id:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {ctx.services.node_id}, but received {name}")
+
+
 def check_broker_change(ctx: RequestContext, name: str, keys: list[str]) -> None:
     """Accept only the dynamic settings that have no effect on minikafka; every setting minikafka
     honours is read at start-up, so a run-time change of it is refused as Kafka refuses a static one."""
-    check_broker_name(ctx, name)
+    check_broker_to_alter(ctx, name)
     static = sorted(k for k in keys if k not in INERT_DYNAMIC_BROKER_CONFIGS)
     if static:
         why = " (minikafka reads it at start-up)" if any(k in BROKER_DEFAULTS for k in static) else ""
@@ -66,8 +89,9 @@ def check_broker_change(ctx: RequestContext, name: str, keys: list[str]) -> None
 
 
 def topic_overrides(ctx: RequestContext, topic: str) -> dict[str, str]:
-    """The current overrides of ``topic``; UNKNOWN_TOPIC_OR_PARTITION if it does not exist."""
-    info = ctx.services.storage.topics().get(topic)
+    """The current overrides of ``topic`` (in a cluster the controller's, wherever its replicas
+    are); UNKNOWN_TOPIC_OR_PARTITION if it does not exist."""
+    info = cluster_topics(ctx.services).get(topic)
     if info is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                          f"The topic '{topic}' does not exist.")
@@ -85,8 +109,12 @@ def set_topic_overrides(ctx: RequestContext, topic: str, overrides: Mapping[str,
         parse_topic_configs(overrides)
     except ValueError as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value for topic {topic}: {exc}") from None
-    if not validate_only:
-            ctx.services.storage.alter_topic_configs(topic, dict(overrides))
+    if validate_only:
+        return
+    if ctx.services.cluster is not None:
+        ctx.services.cluster.alter_topic_configs(topic, dict(overrides))
+    else:
+        ctx.services.storage.alter_topic_configs(topic, dict(overrides))
 
 
 def respond(ctx: RequestContext, request: AlterConfigsRequest | IncrementalAlterConfigsRequest,

@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minikafka.broker.embedded import ClusterThread
 from minikafka.broker.internal_records import partition_for
 from minikafka.errors import ErrorCode
 from tests.cluster.test_cluster_failover import create, read_all, wait_for
+from tests.groups.consumer_group_wire import describe as describe_group
+from tests.groups.consumer_group_wire import join
 from tests.groups.test_groups_protocol import commit as commit_offsets
 from tests.kafka_wire import RawClient
 
@@ -244,3 +247,21 @@ def test_kafka_python_group_and_transactions_follow_their_coordinators_through_c
     # five records and the COMMIT marker on each partition: the position is past the marker
     assert {p: consumer.committed(KTopicPartition("kp-moving", p)) for p in (0, 1)} == {0: 6, 1: 6}
     consumer.close()
+
+
+def test_consumer_group_describe_names_topics_the_coordinator_has_no_replica_of(cluster: ClusterThread) -> None:
+    """KIP-848 assignments name topic ids; ConsumerGroupDescribe adds their names from the cluster's
+    topics, also for a topic whose replicas are all on other brokers than the coordinator's."""
+    _, coordinator = first_lookup(cluster, "g-far", 0)
+    others = [n for n in (1, 2, 3) if n != coordinator]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("far", 2, replica_assignment=[others, others])])["far"].result(30)
+    tid = cluster.call(lambda: cluster.cluster.controller.topics["far"].topic_id)
+    with RawClient(cluster.address(coordinator)) as client:
+        wait_for(lambda: join(client, "g-far", "m1", ["far"]).error_code == ErrorCode.NONE,
+                 "the coordinator to load the group and take the member")
+        [group] = describe_group(client, "g-far")
+    assert group.error_code == ErrorCode.NONE
+    [member] = group.members
+    named = [(tp.topic_id, tp.topic_name, sorted(tp.partitions)) for tp in member.target_assignment.topic_partitions]
+    assert named == [(tid, "far", [0, 1])]

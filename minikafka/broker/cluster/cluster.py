@@ -109,6 +109,9 @@ class ClusterLink:
     def delete_topic(self, name: str) -> None:
         self.cluster.delete_topic(name)
 
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.cluster.alter_topic_configs(name, configs)
+
     def coordinator(self, topic: str, key: str) -> tuple[ErrorCode, int]:
         """Which broker coordinates ``key`` (a group id in ``__consumer_offsets``, a transactional id
         in ``__transaction_state``): the leader of the key's partition of ``topic``, as Kafka's
@@ -339,6 +342,21 @@ class Cluster:
             if broker.started and broker.groups is not None:  # committed offsets go with the topic, as in Kafka
                 broker.groups.offsets.on_topic_deleted(name)
         log.info("cluster: deleted topic %s", name)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """AlterConfigs / IncrementalAlterConfigs of a topic, validated by the broker that took the
+        request: the controller records the new overrides with the topic (saved in the metadata
+        file, as Kafka's controller writes ConfigRecords to its log), every running broker applies
+        them to its replicas at once, and one that is down when it starts
+        (:meth:`ReplicaManager.start`). A change that allows unclean elections elects its
+        leaderless partitions. Raises PlacementError for an unknown topic."""
+        self.controller.set_topic_configs(name, configs)
+        self.metadata.save(self.controller)
+        for node_id, broker in self.brokers.items():
+            if broker.started and broker.replicas is not None and node_id not in self.cut_from_controller:
+                broker.replicas.topic_configs_changed(name)
+        self.controller.elect_leaderless(name)
+        log.info("cluster: topic %s overrides now %s", name, configs)
 
     async def _balance_leaders(self) -> None:
         """``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``, give

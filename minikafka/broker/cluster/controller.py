@@ -15,6 +15,7 @@ elections), https://github.com/apache/kafka/blob/trunk/metadata/src/main/java/or
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import random
 import uuid
@@ -57,7 +58,9 @@ class TopicRecord:
     name: str
     topic_id: uuid.UUID
     partitions: int
-    configs: dict[str, str] = field(default_factory=dict)  # the overrides it was created with
+    #: its dynamic overrides (Kafka's ConfigRecords of the topic): set at creation, changed by
+    #: AlterConfigs and IncrementalAlterConfigs through :meth:`Controller.set_topic_configs`
+    configs: dict[str, str] = field(default_factory=dict)
 
 
 class Controller:
@@ -177,6 +180,31 @@ class Controller:
         topic = self.topics.pop(name)
         for p in range(topic.partitions):
             self.partitions.pop((name, p), None)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicRecord:
+        """Replace a topic's overrides (already validated by the broker that took the request, as
+        Kafka's forwarding broker and controller validate them) and return its new record; raises
+        :class:`PlacementError` UNKNOWN_TOPIC_OR_PARTITION for a topic the cluster does not have."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise PlacementError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        record = dataclasses.replace(topic, configs=dict(configs))
+        self.topics[name] = record
+        return record
+
+    def elect_leaderless(self, name: str) -> list[PartitionChange]:
+        """Elect a leader for each partition of ``name`` that has none, by the topic's rules of now:
+        after ``unclean.leader.election.enable`` was switched on, its first active replica leads.
+        Kafka's controller does the same for leaderless partitions every
+        ``unclean.leader.election.interval.ms``; minikafka does it when the setting changes."""
+        active = self.active()
+        changes: list[PartitionChange] = []
+        record = self.topics.get(name)
+        for p in range(record.partitions if record is not None else 0):
+            part = self.partitions[(name, p)]
+            if part.leader == NO_LEADER:
+                changes += self._change((name, p), apply_election(part, part.isr, active, self._unclean((name, p))))
+        return self._publish(changes)
 
     def _placement(self, first: int, count: int, rf: int,
                    assignments: Sequence[Sequence[int]] | None) -> list[tuple[int, ...]]:

@@ -81,8 +81,11 @@ class ReplicaManager:
     def catch_up(self) -> None:
         """The broker reaches the controller again after a cut (``Cluster.reconnect_controller``):
         take up what changed meanwhile, as :meth:`start` does, a leader's unsent ISR change
-        included (the controller's record replaces it; the leader asks again if it still must)."""
+        included (the controller's record replaces it; the leader asks again if it still must),
+        and the topic configs changed meanwhile."""
         self._drop_deleted_topics()
+        for name in list(self.storage.topics()):
+            self.topic_configs_changed(name)
         for (topic, partition), part in list(self.controller.partitions.items()):
             if self.node_id in part.replicas:
                 self._take_up(topic, partition, part)
@@ -110,6 +113,23 @@ class ReplicaManager:
             self.storage.delete_topic(name)
 
     # ----------------------------------------------------------------- controller changes
+    def topic_configs_changed(self, name: str) -> None:
+        """Take up the topic's overrides as the controller records them (after AlterConfigs, or at
+        start-up for changes made while this broker was down): its replicas here get them, and the
+        partitions it leads their ``min.insync.replicas``, as every Kafka broker applies a topic's
+        ConfigRecord to the logs it has."""
+        record = self.controller.topics.get(name)
+        info = self.storage.topics().get(name)
+        if record is None or info is None:
+            return
+        if {k: str(v) for k, v in info.configs.items()} != record.configs:
+            self.storage.alter_topic_configs(name, dict(record.configs))
+        for tp, replicas in list(self.leading.items()):
+            plog = self.storage.get_log(*tp)
+            if tp[0] == name and plog is not None:
+                replicas.min_insync_replicas = int(plog.config.get("min.insync.replicas", 1))
+                self._advance(tp, plog)
+
     def apply(self, change: PartitionChange) -> None:
         if self.node_id in change.after.replicas:
             self._take_up(change.topic, change.partition, change.after)

@@ -7,6 +7,7 @@ from typing import Any
 
 from minikafka.broker.context import RequestContext
 from minikafka.broker.groups.consumer_records import Assignment
+from minikafka.broker.partition_answers import cluster_topics
 from minikafka.protocol.consumer_group_apis import ConsumerGroupDescribeResponse
 
 #: MemberType of v1: a member that speaks the consumer protocol
@@ -19,7 +20,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     Response = ConsumerGroupDescribeResponse[version]
     Group = Response.DescribedGroup
     groups = ctx.services.groups
-    names = {info.topic_id: name for name, info in ctx.services.storage.topics().items()}
+    # the cluster's topics, not this broker's logs: the coordinator may hold no replica of them
+    names = {info.topic_id: name for name, info in cluster_topics(ctx.services).items()}
 
     def partitions(assignment: Assignment) -> Any:
         return Group.Member.Assignment(topic_partitions=[

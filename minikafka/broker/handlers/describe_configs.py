@@ -1,4 +1,8 @@
-"""DescribeConfigs (key 32): the topic and broker settings minikafka honours."""
+"""DescribeConfigs (key 32): the topic and broker settings minikafka honours.
+
+A topic is described from the cluster's metadata (the controller's record of its overrides in a
+cluster, so any broker answers for any topic, replica or not, as Kafka's brokers answer from their
+metadata image); a broker resource only by the broker it names, as in Kafka."""
 
 from __future__ import annotations
 
@@ -6,9 +10,11 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
+from minikafka.broker.config_changes import check_broker_name
 from minikafka.broker.context import RequestContext
+from minikafka.broker.partition_answers import cluster_topics
 from minikafka.config import BROKER_DEFAULTS, TOPIC_CONFIG_SOURCES, parse_topic_configs
-from minikafka.errors import ErrorCode
+from minikafka.errors import ErrorCode, KafkaError
 
 TOPIC, BROKER = 2, 4
 # Kafka's ConfigSource values.
@@ -26,7 +32,7 @@ def _text(value: Any) -> str:
 async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     version = ctx.api_version
     services = ctx.services
-    logs = services.storage
+    topics = cluster_topics(services)
     Response = DescribeConfigsResponse[version]
     Result = Response.DescribeConfigsResult
     Entry = Result.DescribeConfigsResourceResult
@@ -36,7 +42,7 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
         error, message = ErrorCode.NONE, None
         entries: list[tuple[str, Any, int, type]] = []
         if resource.resource_type == TOPIC:
-            info = logs.topics().get(resource.resource_name)
+            info = topics.get(resource.resource_name)
             if info is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
@@ -48,8 +54,10 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
                         origin = STATIC_BROKER_CONFIG if source in services.config.settings else DEFAULT_CONFIG
                         entries.append((name, services.config.topic_default(name), origin, kind))
         elif resource.resource_type == BROKER:
-            if resource.resource_name not in ("", str(services.node_id)):
-                error, message = ErrorCode.INVALID_REQUEST, f"unexpected broker id {resource.resource_name}"
+            try:
+                check_broker_name(ctx, resource.resource_name)
+            except KafkaError as exc:
+                error, message = exc.code, exc.message
             else:
                 for name, (kind, _default) in sorted(BROKER_DEFAULTS.items()):
                     origin = STATIC_BROKER_CONFIG if name in services.config.settings else DEFAULT_CONFIG
