@@ -1,14 +1,30 @@
-"""Rebalance time of a consumer group of 10 members: join to Stable, a member leaving, a member joining.
+"""Rebalance time of a consumer group of 10 members: join to Stable, a member leaving, a member joining,
+and how long partitions go without a consuming owner meanwhile.
 
 The broker is ``minikafka serve`` in a child process with ``group.initial.rebalance.delay.ms`` set
 by ``--initial-delay`` (default 0 here; Kafka's default of 3000 ms would add up to 3 s to a cold
-start, by design). The topic has as many partitions as the group has members.
+start, by design). The topic has as many partitions as the group has members. Every protocol
+heartbeats every 100 ms: the classic clients by ``heartbeat.interval.ms=100``, KIP-848 members by
+the broker's ``group.consumer.heartbeat.interval.ms=100``.
 
-Real clients (confluent-kafka, kafka-python, aiokafka), ``--members`` consumers each, with
-``heartbeat.interval.ms=100``; ``confluent-kafka-848`` is confluent-kafka with
-``group.protocol=consumer`` (KIP-848: the broker assigns with its ``uniform`` assignor and members
-reconcile through heartbeats, every ``group.consumer.heartbeat.interval.ms``, 100 here). Times are
-measured by the benchmark, polling every consumer's assignment every millisecond:
+confluent-kafka, one row per rebalance protocol (``TIMED``): classic eager (``range``,
+``roundrobin``), classic ``cooperative-sticky``, and ``group.protocol=consumer`` (KIP-848: the
+broker assigns with its ``uniform`` or ``range`` assignor and members reconcile through
+heartbeats). Each consumer is polled on a thread of its own and logs its on_assign, on_revoke and
+on_lost callbacks with monotonic times (``bench/_group_timeline.py``); a step starts when the
+first consumers are created, when the leaving consumer's close() begins, or when the new consumer
+is created, and it is settled at the callback after which every member holds its final share
+(each one partition, or after a leave every partition held once). For a leave and a join:
+
+* ``leave``/``join``: the settle time;
+* ``… paused``: seconds without an owner summed over every partition (a partition stops at its
+  owner's revoke and resumes at its next owner's assign);
+* ``… unmoved``: the longest pause of a partition that ends with the member that held it before
+  (the eager protocols revoke everything, so such partitions pause too; the others never);
+* ``… moved``: how many partitions changed owner.
+
+Before a step the coordinator must describe the group as Stable. kafka-python and aiokafka
+(classic, ``range``) are timed by polling every consumer's assignment every millisecond:
 
 * ``cold``: all consumers subscribe at once; until each owns exactly one partition.
 * ``leave``: one consumer closes (LeaveGroup); until the others own every partition.
@@ -24,7 +40,8 @@ loop, rejoining and syncing at once, as clients with a zero heartbeat interval w
 Each number is the median of ``--runs`` runs. Usage::
 
     python bench/rebalance.py [--runs 3] [--members 10] [--initial-delay 0]
-                              [--clients confluent-kafka,confluent-kafka-848,kafka-python,aiokafka,raw]
+                              [--clients confluent-kafka,confluent-kafka-roundrobin,confluent-kafka-cooperative,
+                                         confluent-kafka-848,confluent-kafka-848-range,kafka-python,aiokafka,raw]
 """
 
 from __future__ import annotations
@@ -35,11 +52,12 @@ import logging
 import statistics
 import struct
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -51,8 +69,12 @@ from kafka.protocol.consumer import (  # noqa: E402
     SyncGroupRequest,
 )
 
+from bench._group_timeline import Layout, Timeline, pauses, settled_at  # noqa: E402
 from bench._serve import serve  # noqa: E402
-from tests.groups.group_helpers import Clients, Member  # noqa: E402
+from tests.groups.group_helpers import Clients, ConfluentMember, Member  # noqa: E402
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 TIMEOUT = 60.0
 
@@ -219,14 +241,7 @@ def covers(partitions: int) -> Callable[[list[set[int]]], bool]:
 
 
 def client_runs(bootstrap: str, kind: str, count: int, runs: int) -> dict[str, list[float]]:
-    topic = f"bench-{kind}"
-
-    async def setup() -> None:
-        conn = await Conn.open(bootstrap, "bench-admin")
-        await create_topic(conn, topic, count)
-        conn.close()
-
-    asyncio.run(setup())
+    topic = make_topic(bootstrap, f"bench-{kind}", count)
     results: dict[str, list[float]] = {"cold": [], "leave": [], "join": []}
     for run in range(runs):
         clients = Clients(bootstrap, f"{kind}-{uuid.uuid4().hex[:8]}", topic)
@@ -249,6 +264,137 @@ def client_runs(bootstrap: str, kind: str, count: int, runs: int) -> dict[str, l
     return results
 
 
+def make_topic(bootstrap: str, topic: str, partitions: int) -> str:
+    async def setup() -> None:
+        conn = await Conn.open(bootstrap, "bench-admin")
+        await create_topic(conn, topic, partitions)
+        conn.close()
+
+    asyncio.run(setup())
+    return topic
+
+
+# ----------------------------------------------------------------------------- confluent-kafka, timed by callbacks
+
+#: confluent-kafka's rebalance protocols: classic eager (range, roundrobin), classic cooperative,
+#: KIP-848 with each server-side assignor (the broker's heartbeat interval applies)
+TIMED: dict[str, dict[str, Any]] = {
+    "confluent-kafka": {"assignor": "range"},
+    "confluent-kafka-roundrobin": {"assignor": "roundrobin"},
+    "confluent-kafka-cooperative": {"assignor": "cooperative-sticky"},
+    "confluent-kafka-848": {"group.protocol": "consumer", "group.remote.assignor": "uniform"},
+    "confluent-kafka-848-range": {"group.protocol": "consumer", "group.remote.assignor": "range"},
+}
+
+
+class PollThread:
+    """One consumer polled on a thread of its own, as applications do, so that its rebalance
+    callbacks run as soon as librdkafka hands them over (also while another member closes);
+    ``leave()`` closes it on that thread."""
+
+    def __init__(self, member: ConfluentMember) -> None:
+        self.member = member
+        self.close_started = 0.0
+        self._closing = threading.Event()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"poll-{member.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._closing.is_set():
+                self.member.poll(0.02)
+        finally:
+            self.close_started = time.monotonic()
+            self.member.close()
+            self._closed.set()
+
+    def leave(self) -> None:
+        self._closing.set()
+
+    def closed(self) -> float:
+        """Wait for the close that ``leave()`` asked for; the monotonic time it began."""
+        if not self._closed.wait(TIMEOUT):
+            raise TimeoutError(f"{self.member.name} did not close")
+        return self.close_started
+
+
+def layout_is(members: int, check: Callable[[list[set[int]]], bool]) -> Callable[[Layout], bool]:
+    """``check`` on the partitions of each member, once exactly ``members`` members hold some."""
+    def done(layout: Layout) -> bool:
+        return len(layout) == members and check([set(ps) for ps in layout.values()])
+    return done
+
+
+def broker_stable(admin: AdminClient, group: str) -> None:
+    """Wait until the coordinator reports the group Stable (every KIP-848 member has acknowledged
+    its assignment), so that the next step starts from a settled group."""
+    from confluent_kafka import ConsumerGroupState
+
+    deadline = time.monotonic() + TIMEOUT
+    while admin.describe_consumer_groups([group])[group].result(TIMEOUT).state != ConsumerGroupState.STABLE:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"group {group} never became Stable")
+
+
+def timed_runs(bootstrap: str, kind: str, count: int, runs: int) -> dict[str, list[float]]:
+    """Settle times and partition pauses of ``count`` confluent-kafka members, from their callbacks."""
+    from confluent_kafka.admin import AdminClient
+
+    topic = make_topic(bootstrap, f"bench-{kind}", count)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    results: dict[str, list[float]] = {}
+    for run in range(runs):
+        for step, value in timed_run(bootstrap, admin, kind, topic, count, f"{kind}-{run}").items():
+            results.setdefault(step, []).append(value)
+    return results
+
+
+def timed_run(bootstrap: str, admin: AdminClient, kind: str, topic: str, count: int, name: str) -> dict[str, float]:
+    """One cold start, leave and join; the pauses are summed over partitions and taken from the
+    start of the step to the callback that settled it."""
+    group, timeline = f"{name}-{uuid.uuid4().hex[:8]}", Timeline()
+    found: dict[str, float] = {}
+
+    def member(member_name: str) -> PollThread:
+        return PollThread(ConfluentMember(bootstrap, group, topic, member_name, listener=timeline.record,
+                                          **TIMED[kind]))
+
+    def measure(step: str, since: float, done: Callable[[Layout], bool]) -> None:
+        timeline.wait(done, TIMEOUT, step)
+        events = timeline.events()
+        until = settled_at(events, since, done)
+        assert until is not None
+        found[step] = until - since
+        if step != "cold":
+            paused = pauses(events, since, until, count)
+            found[f"{step} paused"] = paused.unavailable
+            found[f"{step} unmoved"] = paused.longest_unmoved
+            found[f"{step} moved"] = paused.moved
+
+    members: list[PollThread] = []
+    try:
+        started = time.monotonic()
+        members += [member(f"{name}-{i}") for i in range(count)]
+        measure("cold", started, layout_is(count, one_each(count)))
+        broker_stable(admin, group)
+
+        leaver = members.pop(0)
+        leaver.leave()
+        measure("leave", leaver.closed(), layout_is(count - 1, covers(count)))
+        broker_stable(admin, group)
+
+        started = time.monotonic()
+        members.append(member(f"{name}-new"))
+        measure("join", started, layout_is(count, one_each(count)))
+    finally:
+        for m in members:
+            m.leave()
+        for m in members:
+            m.closed()
+    return found
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -257,7 +403,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--members", type=int, default=10)
     parser.add_argument("--initial-delay", type=int, default=0, help="group.initial.rebalance.delay.ms")
-    parser.add_argument("--clients", default="confluent-kafka,confluent-kafka-848,kafka-python,aiokafka,raw")
+    parser.add_argument("--clients", default=",".join([*TIMED, "kafka-python", "aiokafka", "raw"]))
     args = parser.parse_args()
     logging.basicConfig(level=logging.CRITICAL)
     config = ["--config", f"group.initial.rebalance.delay.ms={args.initial_delay}",
@@ -268,14 +414,21 @@ def main() -> None:
         for kind in args.clients.split(","):
             if kind == "raw":
                 found = asyncio.run(raw_runs(bootstrap, args.members, args.runs))
+            elif kind in TIMED:
+                found = timed_runs(bootstrap, kind, args.members, args.runs)
             else:
                 found = client_runs(bootstrap, kind, args.members, args.runs)
             for scenario, times in found.items():
                 rows.append((kind, scenario, times))
-                print(f"{kind:20} {scenario:6} median {statistics.median(times) * 1000:8.1f} ms   runs (ms): "
-                      + ", ".join(f"{t * 1000:.1f}" for t in times), flush=True)
+                if scenario.endswith(" moved"):  # a count of partitions
+                    print(f"{kind:28} {scenario:13} median {statistics.median(times):8.1f}      runs: "
+                          + ", ".join(f"{t:.0f}" for t in times), flush=True)
+                else:
+                    print(f"{kind:28} {scenario:13} median {statistics.median(times) * 1000:8.1f} ms   runs (ms): "
+                          + ", ".join(f"{t * 1000:.1f}" for t in times), flush=True)
     print(f"\n{args.members} members, group.initial.rebalance.delay.ms={args.initial_delay}, "
-          f"heartbeat.interval.ms=100, median of {args.runs} runs")
+          f"heartbeat.interval.ms=100 (classic), group.consumer.heartbeat.interval.ms=100 (KIP-848), "
+          f"median of {args.runs} runs")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,10 @@ class Member:
 
 class ConfluentMember(Member):
     def __init__(self, bootstrap: str, group: str, topic: str, name: str, instance_id: str | None = None,
-                 assignor: str = "range", **config: Any) -> None:
+                 assignor: str = "range", listener: Callable[[str, str, list[int]], None] | None = None,
+                 **config: Any) -> None:
+        """``listener(name, "assign" | "revoke" | "lost", partitions)`` is called first in each rebalance
+        callback; lost partitions count as revoked, as confluent-kafka counts them without an on_lost."""
         from confluent_kafka import Consumer
 
         self.name = name
@@ -76,16 +79,23 @@ class ConfluentMember(Member):
         self.revoke_events = 0
 
         def on_assign(consumer: Any, parts: Any) -> None:
+            if listener is not None:
+                listener(name, "assign", [tp.partition for tp in parts])
             self.assign_events += 1
             if assignor == "cooperative-sticky":
                 consumer.incremental_assign(parts)
 
-        def on_revoke(consumer: Any, parts: Any) -> None:
+        def on_revoke(consumer: Any, parts: Any, kind: str = "revoke") -> None:
+            if listener is not None:
+                listener(name, kind, [tp.partition for tp in parts])
             self.revoke_events += 1
             if assignor == "cooperative-sticky":
                 consumer.incremental_unassign(parts)
 
-        self.consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+        def on_lost(consumer: Any, parts: Any) -> None:
+            on_revoke(consumer, parts, "lost")
+
+        self.consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
 
     def poll(self, timeout: float = 0.05) -> list[Got]:
         from confluent_kafka import KafkaException, TopicPartition
