@@ -154,6 +154,8 @@ def examine(history: Iterable[Op]) -> Findings:
             election = unclean.explaining_marker(anomaly.positions, anomaly.decided, elections, index.ops)
             if election is not None and anomaly.kind == "skipped-offset":
                 passed_over.update((position, election) for position in anomaly.positions)
+        if election is None and anomaly.kind == "skipped-offset":
+            election = unclean.explaining_fetch_truncation(anomaly.positions, anomaly.read_at, shown_by, elections)
         if election is None and anomaly.kind == "duplicate":
             election = _aborted_in_truth(shown_by, index, passed_over)
         if election is None:

@@ -22,7 +22,8 @@ A fault acts on a :class:`Target`. :class:`SingleBroker` is one in-process broke
                    crashes before answering and starts again ``restart_ms`` later
 
 A cluster target adds the actions of :data:`CLUSTER_ACTIONS` (crash or shut down broker N, move
-a leader, isolate a broker from the others or from the clients, slow a follower); a target says
+a leader, isolate a broker from the others or from the clients, slow a follower) to the fault and
+crash rules, which it installs on one broker; a target says
 which actions it supports, and the schedule draws only from those.
 """
 
@@ -45,13 +46,16 @@ CLUSTER_ACTIONS = ("crash-broker", "controlled-shutdown", "move-leader", "isolat
 TXN_APIS = ["AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"]
 #: the faults that are fault rules of the test kit: a single broker's, or on a cluster one broker's
 RULE_ACTIONS = ("drop-produce", "drop-txn", "delay", "error-after")
+#: the crash rules: a request handled, then the broker crashes before it answers, and starts again
+CRASH_ACTIONS = ("crash-on-produce", "crash-on-txn")
 
 
 def add_rule(faults: Any, fault: Fault, **where: Any) -> Any:
-    """Install the fault rule of ``fault`` (one of :data:`RULE_ACTIONS`) in ``faults`` (a
-    ``MiniKafka``'s or a ``MiniKafkaCluster``'s; ``broker=`` limits it to one broker): answers of
-    Produce or of the transaction APIs lost after they were handled, every answer delayed, or
-    Produce answered NOT_LEADER_OR_FOLLOWER after its append."""
+    """Install the fault rule of ``fault`` (one of :data:`RULE_ACTIONS` or :data:`CRASH_ACTIONS`)
+    in ``faults`` (a ``MiniKafka``'s or a ``MiniKafkaCluster``'s; ``broker=`` limits it to one
+    broker): answers of Produce or of the transaction APIs lost after they were handled, every
+    answer delayed, Produce answered NOT_LEADER_OR_FOLLOWER after its append, or the broker crashed
+    after it handled the next Produce (or transaction) request and started again."""
     if fault.action == "drop-produce":
         return faults.drop_response(api="Produce", trigger="next", n=fault.params["n"], **where)
     if fault.action == "drop-txn":
@@ -60,6 +64,9 @@ def add_rule(faults: Any, fault: Fault, **where: Any) -> Any:
         return faults.delay(fault.params["delay_ms"], trigger="always", **where)
     if fault.action == "error-after":
         return faults.error_after("NOT_LEADER_OR_FOLLOWER", api="Produce", trigger="next", n=fault.params["n"], **where)
+    if fault.action in CRASH_ACTIONS:
+        api = "Produce" if fault.action == "crash-on-produce" else TXN_APIS
+        return faults.crash(restart_after_ms=fault.params["restart_ms"], api=api, trigger="once", **where)
     raise ValueError(f"{fault.action!r} is not a fault rule")
 
 
@@ -154,11 +161,8 @@ class SingleBroker:
             self.kafka.restart(clean=False)
         elif fault.action == "restart-clean":
             self.kafka.restart(clean=True)
-        elif fault.action in RULE_ACTIONS:
+        elif fault.action in RULE_ACTIONS + CRASH_ACTIONS:
             return add_rule(faults, fault)
-        elif fault.action in ("crash-on-produce", "crash-on-txn"):
-            api = "Produce" if fault.action == "crash-on-produce" else TXN_APIS
-            return faults.crash(restart_after_ms=fault.params["restart_ms"], api=api, trigger="once")
         else:
             raise ValueError(f"a single broker has no fault {fault.action!r}")
         return None
@@ -196,7 +200,10 @@ class ClusterTarget:
     (controlled) and started again after the fault's duration, a partition's leader moved to another
     in-sync replica, a broker cut off from the other brokers or from the clients and healed, and the
     single broker's fault rules (:data:`RULE_ACTIONS`: lost answers, delays, an error after the
-    append) on one broker. The broker and partition are drawn from the fault's own seeded parameters.
+    append) and crash rules (:data:`CRASH_ACTIONS`: the broker crashes after it handled a Produce,
+    which ``acks=all`` had it replicate first, or a transaction request, before it answers, and
+    starts again) on one broker. The broker and partition are drawn from the fault's own seeded
+    parameters.
 
     With ``unclean`` (the run's topic has ``unclean.leader.election.enable=true``) it also makes
     ``unclean-election``: a follower of a partition is cut off from the other brokers until it has
@@ -212,7 +219,7 @@ class ClusterTarget:
     """
 
     base_actions: tuple[str, ...] = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
-                                     "isolate-from-clients", "slow-follower", *RULE_ACTIONS)
+                                     "isolate-from-clients", "slow-follower", *RULE_ACTIONS, *CRASH_ACTIONS)
 
     def __init__(self, cluster: ClusterControls, unclean: bool = False, out_of_sync_within: float = 20.0) -> None:
         self.cluster = cluster
@@ -236,7 +243,7 @@ class ClusterTarget:
 
     def apply(self, fault: Fault) -> Any:
         node = self._node(fault)
-        if fault.action in RULE_ACTIONS:
+        if fault.action in RULE_ACTIONS + CRASH_ACTIONS:
             return node, add_rule(self.cluster.faults, fault, broker=node)
         if fault.action == "crash-broker":
             self.cluster.crash(node)
@@ -310,9 +317,11 @@ class ClusterTarget:
         if fault.action.startswith("isolate"):
             self.cluster.heal(handle)
             return f"broker {handle} cut off and healed"
-        if fault.action in RULE_ACTIONS:
+        if fault.action in RULE_ACTIONS + CRASH_ACTIONS:
             node, rule = handle
             self.cluster.faults.remove(rule)
+            if fault.action in CRASH_ACTIONS:
+                self.cluster.start_broker(node)  # if the crash's own restart is still to come
             return f"broker {node}: fired on {rule.fired} request(s)"
         if fault.action == "slow-follower":
             self.cluster.heal(handle)

@@ -30,6 +30,13 @@ read it committed while another passes over it now), is explained when the marke
 written (the abort answered; the record passed over or read committed) before an unclean election
 of the partition whose new leader's log ended after the record, and no record written after that
 lies between the two (it would prove the marker below the new leader's log end).
+
+A librdkafka consumer passes over records the new leader kept: it validates the position it
+fetches from, not the one it has handed over, so when it had fetched ahead into the records only
+the old leader had, the new leader answers that their epoch ended at its log end, and the client
+seeks there, dropping what it had fetched and not handed over below it. Such a skip is explained
+when the consumer resumed at the first record at or above the new leader's log end, having read
+before the election.
 """
 
 from __future__ import annotations
@@ -45,16 +52,18 @@ TP = tuple[str, int]
 @dataclass(frozen=True)
 class Election:
     """One unclean election: its operation's index, the partition, the new leader's log end then
-    (the first offset only the losers had) and when the new leader was in place."""
+    (the first offset only the losers had), when the new leader was in place and the last time
+    the old one was seen leading (``before``)."""
 
     index: int
     tp: TP
     new_leader_end: int
     at: float
+    before: float
 
 
 def elections(ops: Iterable[Op]) -> list[Election]:
-    return [Election(op.index, parse_tp(key), end, op.end)
+    return [Election(op.index, parse_tp(key), end, op.end, op.start)
             for op in ops if op.kind == "election" for key, end in op.offsets.items()]
 
 
@@ -102,6 +111,22 @@ def explaining_marker(positions: Sequence[tuple[TP, int]], decided: float, found
             return None
         first = first or election
     return first
+
+
+def explaining_fetch_truncation(positions: Sequence[tuple[TP, int]], read_at: Sequence[tuple[TP, int]],
+                                ops: Sequence[Op], found: Sequence[Election]) -> Election | None:
+    """The election that explains a consumer passing over ``positions`` between its reads at
+    ``read_at`` (the offset before and the one after), shown by ``ops``, as a librdkafka consumer
+    truncating its fetch position to the new leader's log end (see the module doc): it read
+    before the election and after it began, every position passed over lies below that log end,
+    and it resumed at or above it; or None."""
+    if len(read_at) != 2 or not positions or not ops:
+        return None
+    (tp, _), (_, resumed) = read_at
+    highest = max(offset for _, offset in positions)
+    began, ended = min(op.start for op in ops), max(op.end for op in ops)
+    return next((e for e in found if e.tp == tp and highest < e.new_leader_end <= resumed
+                 and began <= e.at and ended >= e.before), None)
 
 
 def _written_between(ops: Sequence[Op], tp: TP, low: int, high: int, since: float) -> bool:

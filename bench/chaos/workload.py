@@ -30,12 +30,15 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from bench.chaos.history import FAILED, OK, UNKNOWN, History, Rec, tp_key
 
 #: librdkafka settings every chaos client uses: quiet logs, failures surfacing within the run, and
-#: no re-bootstrap when every broker is down (librdkafka 2.16 then decommissions the broker, and
-#: ``send_offsets_to_transaction`` can wait on the decommissioned group coordinator for ever,
-#: whatever its timeout: https://github.com/confluentinc/librdkafka/issues/5511)
+#: no re-bootstrap when every broker is down (librdkafka 2.16 then decommissions the brokers, and
+#: ``send_offsets_to_transaction`` can wait on a decommissioned group coordinator whatever its
+#: timeout: https://github.com/confluentinc/librdkafka/issues/5511; a broker that leaves the
+#: Metadata answers is decommissioned too, which :meth:`Transactions._send_offsets` outlasts)
 CLIENT_CONFIG: dict[str, Any] = {"log_level": 2, "socket.connection.setup.timeout.ms": 5000,
                                  "reconnect.backoff.max.ms": 500, "metadata.recovery.strategy": "none"}
 TXN_TIMEOUT_MS = 10_000
+#: how long past its timeout a client call may take before the writer gives up on its producer
+STUCK_GRACE_SECONDS = 5.0
 
 
 def received(message: Message) -> Rec:
@@ -182,12 +185,19 @@ class KafkaPythonWriter(Process):
             producer.close(5)
 
 
-class Transactions:
-    """One confluent-kafka transactional producer and how each transaction ended."""
+class StuckCall(Exception):
+    """A client call that did not return within its timeout and a grace period."""
 
-    def __init__(self, process: Process, txn_id: str) -> None:
+
+class Transactions:
+    """One confluent-kafka transactional producer and how each transaction ended; a producer
+    stuck in ``send_offsets_to_transaction`` is left to its call and replaced (the new one, with
+    the same transactional id, fences it), the transaction recorded unknown."""
+
+    def __init__(self, process: Process, txn_id: str, call_timeout: float = 10) -> None:
         self.process = process
         self.txn_id = txn_id
+        self.call_timeout = call_timeout
         self.producer: Producer | None = self._new()
 
     def _new(self) -> Producer:
@@ -229,18 +239,46 @@ class Transactions:
                 producer.produce(rec.topic, value=rec.value.encode(), partition=rec.partition,
                                  on_delivery=on_delivery)
             if offsets is not None:
-                producer.send_offsets_to_transaction(offsets, group_metadata, 10)
+                self._send_offsets(producer, offsets, group_metadata)
             if abort:
                 producer.flush(10)
                 producer.abort_transaction(10)
                 return FAILED, self._with_offsets(writes, delivered), "aborted on purpose"
             self._commit(producer, errors)
             return OK, self._with_offsets(writes, delivered), "; ".join(errors)
+        except StuckCall as exc:  # the producer is left to its call; a new one fences it
+            errors.append(str(exc))
+            self.producer = None
+            return UNKNOWN, self._with_offsets(writes, delivered), "; ".join(errors)
         except KafkaException as exc:
             errors.append(str(exc.args[0]))
             served_reports(producer)
             outcome = self._recover(producer, exc.args[0], errors)
             return outcome, self._with_offsets(writes, delivered), "; ".join(errors)
+
+    def _send_offsets(self, producer: Producer, offsets: list[TopicPartition], group_metadata: Any) -> None:
+        """``send_offsets_to_transaction`` with its timeout, on a thread of its own: StuckCall if it
+        has not returned :data:`STUCK_GRACE_SECONDS` after the timeout. librdkafka (2.16) can wait
+        past the timeout for a group coordinator it decommissioned when the broker left the
+        Metadata answers, until another broker's connection changes state
+        (https://github.com/confluentinc/librdkafka/issues/5511,
+        https://github.com/confluentinc/librdkafka/issues/5456)."""
+        failure: list[KafkaException] = []
+
+        def call() -> None:
+            try:
+                producer.send_offsets_to_transaction(offsets, group_metadata, self.call_timeout)
+            except KafkaException as exc:
+                failure.append(exc)
+
+        thread = threading.Thread(target=call, name=f"{self.txn_id}-send-offsets", daemon=True)
+        thread.start()
+        thread.join(self.call_timeout + STUCK_GRACE_SECONDS)
+        if thread.is_alive():
+            raise StuckCall(f"send_offsets_to_transaction did not return within its {self.call_timeout:g} s"
+                            f" and {STUCK_GRACE_SECONDS:g} s more (librdkafka#5511): producer abandoned")
+        if failure:
+            raise failure[0]
 
     @staticmethod
     def _commit(producer: Producer, errors: list[str]) -> None:

@@ -188,3 +188,28 @@ def test_an_offset_read_before_the_election_and_committed_after_it_may_go_back(m
     findings = examine(story.ops)
     assert ("offset-regression", (ahead, back), election) in [(a.kind, a.ops, by) for a, by in findings.explained]
     assert findings.anomalies == []
+
+
+@pytest.mark.parametrize("case", ["resumed at the log end", "resumed past a kept record", "read only after"])
+def test_a_consumer_that_resumes_at_the_new_leaders_log_end_after_fetching_ahead(case: str) -> None:
+    """x1 handed over a (0:0) and had fetched ahead into records only the old leader had; the new
+    leader kept b and c (0:1, 0:2), and librdkafka, told that the epoch it fetched in ended at the
+    new leader's log end, resumed there and passed over b and c (r0 read them): explained. Resuming
+    past a record the new leader kept (log end 2: c was its own), or having read nothing before the
+    election (no fetch from the old leader to cut back), it stays an anomaly."""
+    story, _ = clean()
+    if case != "read only after":
+        story.poll("x1", [rec("a", 0, 0)], session=1)
+    election = elect(story, 0, 2 if case == "resumed past a kept record" else 3)
+    if case == "read only after":
+        story.poll("x1", [rec("a", 0, 0)], session=1)
+    story.add("w0", "send", writes=(rec("h", 0, 3),))
+    resumed = story.poll("x1", [rec("h", 0, 3)], session=1)
+    findings = examine(story.ops)
+    if case == "resumed at the log end":
+        assert findings.anomalies == []
+        assert [(a.kind, a.positions, by) for a, by in findings.explained] == [
+            ("skipped-offset", ((("t", 0), 1), (("t", 0), 2)), election)]
+    else:
+        assert findings.explained == []
+        assert [(a.kind, a.ops[-1]) for a in findings.anomalies] == [("skipped-offset", resumed)]
