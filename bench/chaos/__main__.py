@@ -59,8 +59,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench.chaos.nemesis import ClusterTarget
         from minikafka.testkit import MiniKafkaCluster
 
+        # faults last 0.3-2.4 s: a session of 1 s makes a broker cut off from the controller for
+        # longer a fenced zombie, as Kafka's default of 9 s does to a longer partition
         with MiniKafkaCluster(brokers=args.brokers, config={"log.segment.bytes": 256 * 1024,
-                                                             "replica.lag.time.max.ms": 5000}) as cluster:
+                                                             "replica.lag.time.max.ms": 5000,
+                                                             "broker.session.timeout.ms": 1000}) as cluster:
             result = run(cluster.bootstrap, args.seconds, args.seed, ClusterTarget(cluster, args.unclean),
                          args.partitions, replication=min(3, args.brokers), interval=args.interval, log=_log,
                          unclean=args.unclean)

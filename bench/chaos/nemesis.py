@@ -22,7 +22,8 @@ A fault acts on a :class:`Target`. :class:`SingleBroker` is one in-process broke
                    crashes before answering and starts again ``restart_ms`` later
 
 A cluster target adds the actions of :data:`CLUSTER_ACTIONS` (crash or shut down broker N, move
-a leader, isolate a broker from the others or from the clients, slow a follower) to the fault and
+a leader, isolate a broker from the others, from the clients, from the controller or from all
+three, slow a follower) to the fault and
 crash rules, which it installs on one broker; a target says
 which actions it supports, and the schedule draws only from those.
 """
@@ -42,7 +43,8 @@ SINGLE_BROKER_ACTIONS = ("crash", "outage", "restart-dirty", "restart-clean", "d
                          "error-after", "crash-on-produce", "crash-on-txn")
 #: what a multi-broker target will add; :class:`ClusterControls` is the interface they need
 CLUSTER_ACTIONS = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
-                   "isolate-from-clients", "unclean-election", "slow-follower")
+                   "isolate-from-clients", "isolate-from-controller", "partition-broker", "unclean-election",
+                   "slow-follower")
 TXN_APIS = ["AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"]
 #: the faults that are fault rules of the test kit: a single broker's, or on a cluster one broker's
 RULE_ACTIONS = ("drop-produce", "drop-txn", "delay", "error-after")
@@ -198,7 +200,10 @@ class SingleBroker:
 class ClusterTarget:
     """The faults of a :class:`~minikafka.testkit.MiniKafkaCluster`: a broker crashed or shut down
     (controlled) and started again after the fault's duration, a partition's leader moved to another
-    in-sync replica, a broker cut off from the other brokers or from the clients and healed, and the
+    in-sync replica, a broker cut off from the other brokers, from the clients, from the controller
+    (past the cluster's ``broker.session.timeout.ms`` it is fenced and its partitions led elsewhere
+    while it still believes it leads them, a zombie until healed) or from all three
+    (``partition-broker``) and healed, and the
     single broker's fault rules (:data:`RULE_ACTIONS`: lost answers, delays, an error after the
     append) and crash rules (:data:`CRASH_ACTIONS`: the broker crashes after it handled a Produce,
     which ``acks=all`` had it replicate first, or a transaction request, before it answers, and
@@ -219,7 +224,8 @@ class ClusterTarget:
     """
 
     base_actions: tuple[str, ...] = ("crash-broker", "controlled-shutdown", "move-leader", "isolate-from-brokers",
-                                     "isolate-from-clients", "slow-follower", *RULE_ACTIONS, *CRASH_ACTIONS)
+                                     "isolate-from-clients", "isolate-from-controller", "partition-broker",
+                                     "slow-follower", *RULE_ACTIONS, *CRASH_ACTIONS)
 
     def __init__(self, cluster: ClusterControls, unclean: bool = False, out_of_sync_within: float = 20.0) -> None:
         self.cluster = cluster
@@ -253,6 +259,10 @@ class ClusterTarget:
             self.cluster.isolate(node, "brokers")
         elif fault.action == "isolate-from-clients":
             self.cluster.isolate(node, "clients")
+        elif fault.action == "isolate-from-controller":
+            self.cluster.isolate(node, "controller")
+        elif fault.action == "partition-broker":
+            self.cluster.isolate(node, "all")
         elif fault.action == "slow-follower":
             self.cluster.slow(node, int(fault.params.get("delay_ms", 500)))
         elif fault.action == "move-leader":
@@ -314,7 +324,7 @@ class ClusterTarget:
         if fault.action in ("crash-broker", "controlled-shutdown"):
             self.cluster.start_broker(handle)
             return f"broker {handle} down and started again"
-        if fault.action.startswith("isolate"):
+        if fault.action.startswith("isolate") or fault.action == "partition-broker":
             self.cluster.heal(handle)
             return f"broker {handle} cut off and healed"
         if fault.action in RULE_ACTIONS + CRASH_ACTIONS:

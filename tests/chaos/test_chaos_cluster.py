@@ -1,8 +1,9 @@
 """A short seeded chaos run on a three-broker cluster: a light workload (five confluent-kafka
 clients) while the cluster nemesis crashes and shuts down brokers (controlled), moves leaders,
-cuts brokers off from the others or from the clients, slows a follower, loses, delays or refuses
-answers on one broker and crashes one after it handled a request (seed 16968: every kind of
-fault); zero anomalies in the history."""
+cuts brokers off from the others, from the clients, from the controller (fenced once its 0.4 s
+session expires, a zombie leader until healed) or from all three, slows a follower, loses, delays
+or refuses answers on one broker and crashes one after it handled a request (seed 9242: every kind
+of fault); zero anomalies in the history."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from bench.chaos.run import report, run
 from bench.chaos.workload import IdempotentWriter, Process, TransformWriter, TxnWriter
 from minikafka.testkit import MiniKafkaCluster
 
-SEED = 16968
-SECONDS = 45.0
+SEED = 9242
+SECONDS = 55.0
 INTERVAL = 2.5
-CONFIG = {"log.segment.bytes": 256 * 1024, "replica.lag.time.max.ms": 2000}
+CONFIG = {"log.segment.bytes": 256 * 1024, "replica.lag.time.max.ms": 2000, "broker.session.timeout.ms": 400}
 
 
 def light(bootstrap: str, topic: str, partitions: int, history: History, seed: int,
