@@ -241,3 +241,15 @@ def test_confluent_admin_client_sets_and_describes_a_group(broker: BrokerThread)
         ConfigEntry(SESSION, "1000", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(Exception, match="group.consumer.min.session.timeout.ms"):
         admin.incremental_alter_configs([bad])[bad].result(30)
+
+
+def test_a_resource_type_kafka_does_not_know_fails_the_whole_describe(broker: BrokerThread) -> None:
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "t")
+        results = describe(c, 4, (TOPIC, "t"), (GROUP, "g"), (99, "x"))
+        assert [(r.resource_type, r.error_code, list(r.configs)) for r in results] == [
+            (TOPIC, ErrorCode.INVALID_REQUEST, []), (GROUP, ErrorCode.INVALID_REQUEST, []),
+            (99, ErrorCode.INVALID_REQUEST, [])]
+        [topic, group] = describe(c, 4, (TOPIC, "t"), (GROUP, "g"), keys=[])  # no keys: every config
+        assert (topic.error_code, group.error_code, len(group.configs)) == (0, 0, len(NAMES))
+        assert len(topic.configs) > 10
