@@ -160,6 +160,8 @@ class Broker:
         self.logs = LogManager(self.config.data_dir, self.config, now_ms=lambda: self.clock(),
                                on_log_opened=self._wire_log)
         self.logs.check_usable()
+        # each group's dynamic configs: a single broker's in its data dir, a cluster's at the controller
+        group_store = GroupConfigFile(self.data_dir) if self.cluster is None else self.cluster
         await self.listeners.open(self._on_connect)
         self.logs.load()
         if self.cluster is not None:
@@ -175,10 +177,8 @@ class Broker:
                                             self.flusher, self.replicas)
         topics = self.logs.topics if link is None else (lambda: link.controller.topics)
         offsets_count = INTERNAL_TOPIC_PARTITIONS if link is None else link.internal_partitions(OFFSETS_TOPIC)
-        # each group's dynamic configs: kept in the data dir, or by a cluster's controller
         release_offers = self.kafka_release is None or self.kafka_release.consumer_protocol  # not 3.9
-        self.group_configs = GroupConfigs(self.config, GroupConfigFile(self.data_dir) if link is None else link,
-                                          offered=release_offers)
+        self.group_configs = GroupConfigs(self.config, group_store, offered=release_offers)
         self.groups = GroupCoordinator(self.config, offset_stores, lambda: self.clock(), offsets_count, topics,
                                        self.group_configs)
         await self.groups.start(load_all=link is None)
