@@ -158,6 +158,17 @@ def test_a_data_dir_that_is_not_writable_is_refused(tmp_path: Path) -> None:
     assert list(parent.iterdir()) == []
 
 
+def test_a_damaged_group_configs_file_is_one_line_and_nothing_written(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "minikafka-group-configs.json").write_text("{")
+    result = run_cli("serve", "--port", "0", "--data-dir", str(data_dir))
+    line = one_line(result)
+    assert result.returncode == 4
+    assert "minikafka-group-configs.json: not a minikafka group configs file" in line
+    assert sorted(p.name for p in data_dir.iterdir()) == ["minikafka-group-configs.json"]
+
+
 def test_a_data_dir_of_another_node_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()

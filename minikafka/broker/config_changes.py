@@ -7,8 +7,9 @@ catalogue (so the change survives a restart) and updates the live partition logs
 topic's overrides belong to the controller, as Kafka keeps them in its metadata log: the broker that
 took the request validates the change against the controller's record of the topic (so any broker
 takes it, replica or not) and hands it to the controller, which saves it and has every broker apply
-it (:meth:`minikafka.broker.cluster.cluster.Cluster.alter_topic_configs`). Broker changes: see
-docs/semantics.md (AlterConfigs and IncrementalAlterConfigs).
+it (:meth:`minikafka.broker.cluster.cluster.Cluster.alter_topic_configs`). A group's configs
+(4.0 on) are validated and kept by :class:`minikafka.broker.group_configs.GroupConfigs`. Broker
+changes: see docs/semantics.md (AlterConfigs and IncrementalAlterConfigs).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 R = TypeVar("R", "AlterConfigsResponse", "IncrementalAlterConfigsResponse")
 
 # Kafka's ConfigResource.Type values.
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 
 #: Kafka's per-broker dynamic settings for features minikafka does not have (Kerberos, SSL keystore
 #: reloading, SASL login tuning): Kafka accepts them at run time, and so does minikafka; they change
@@ -115,6 +116,25 @@ def set_topic_overrides(ctx: RequestContext, topic: str, overrides: Mapping[str,
         ctx.services.cluster.alter_topic_configs(topic, dict(overrides))
     else:
         ctx.services.storage.alter_topic_configs(topic, dict(overrides))
+
+
+def group_overrides(ctx: RequestContext, group_id: str) -> dict[str, str]:
+    """The current overrides of a group; INVALID_REQUEST where the release answered has no
+    GROUP configs (3.9's broker: "Unknown resource type 32")."""
+    if not ctx.services.group_configs.offered:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {GROUP}")
+    return ctx.services.group_configs.overrides(group_id)
+
+
+def check_values(resource: Any, incremental: bool) -> None:
+    """What Kafka's broker refuses before forwarding a change (``ConfigAdminManager.preprocess``): a
+    config named twice, and a null value (allowed only for an incremental DELETE)."""
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [c.name for c in resource.configs if c.value is None and not (incremental and c.config_operation == 1)]
+    if nulls:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
 
 
 def respond(ctx: RequestContext, request: AlterConfigsRequest | IncrementalAlterConfigsRequest,

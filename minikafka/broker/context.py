@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from minikafka.broker.dispatch import ApiSpec
     from minikafka.broker.fetch_waiters import FetchWaiters
     from minikafka.broker.flusher import Flusher
+    from minikafka.broker.group_configs import GroupConfigs
     from minikafka.broker.groups import GroupCoordinator
     from minikafka.broker.metrics import Metrics
     from minikafka.broker.transactions import TransactionCoordinator
@@ -37,6 +38,8 @@ class BrokerServices:
     node_id: int
     storage: Storage
     groups: GroupCoordinator
+    #: each group's dynamic configs (DescribeConfigs and the alter APIs on GROUP resources)
+    group_configs: GroupConfigs
     transactions: TransactionCoordinator
     #: writes the transaction markers a coordinator sends (WriteTxnMarkers) into this broker's logs
     markers: LocalMarkers

@@ -20,6 +20,7 @@ from minikafka.broker.context import BrokerServices
 from minikafka.broker.dispatch import ApiSpec, build_api_table
 from minikafka.broker.fetch_waiters import FetchWaiters
 from minikafka.broker.flusher import Flusher
+from minikafka.broker.group_configs import GroupConfigFile, GroupConfigs
 from minikafka.broker.groups import GroupCoordinator  # consumer groups
 from minikafka.broker.groups.offset_store import OffsetStore
 from minikafka.broker.groups.records import OFFSETS_TOPIC
@@ -85,6 +86,7 @@ class Broker:
         self.started = False
         self.interceptor: RequestInterceptor | None = None  # sees every request when set (the test kit's faults)
         self.groups: GroupCoordinator | None = None  # consumer groups: created in start()
+        self.group_configs: GroupConfigs | None = None  # their dynamic configs: created in start()
         self.transactions: TransactionCoordinator | None = None  # transactional ids: created in start()
         self.markers: LocalMarkers | None = None  # writes WriteTxnMarkers' markers here: created in start()
         self.peer_markers: PeerMarkers | None = None  # a cluster coordinator's markers to the leaders
@@ -158,6 +160,8 @@ class Broker:
         self.logs = LogManager(self.config.data_dir, self.config, now_ms=lambda: self.clock(),
                                on_log_opened=self._wire_log)
         self.logs.check_usable()
+        # each group's dynamic configs: a single broker's in its data dir, a cluster's at the controller
+        group_store = GroupConfigFile(self.data_dir) if self.cluster is None else self.cluster
         await self.listeners.open(self._on_connect)
         self.logs.load()
         if self.cluster is not None:
@@ -173,7 +177,10 @@ class Broker:
                                             self.flusher, self.replicas)
         topics = self.logs.topics if link is None else (lambda: link.controller.topics)
         offsets_count = INTERNAL_TOPIC_PARTITIONS if link is None else link.internal_partitions(OFFSETS_TOPIC)
-        self.groups = GroupCoordinator(self.config, offset_stores, lambda: self.clock(), offsets_count, topics)
+        release_offers = self.kafka_release is None or self.kafka_release.consumer_protocol  # not 3.9
+        self.group_configs = GroupConfigs(self.config, group_store, offered=release_offers)
+        self.groups = GroupCoordinator(self.config, offset_stores, lambda: self.clock(), offsets_count, topics,
+                                       self.group_configs)
         await self.groups.start(load_all=link is None)
         # --- transactions: coordinator state (loads __transaction_state, finishes Prepare* ones); its
         # markers on __consumer_offsets decide the transactional offsets of the group coordinator ---
@@ -192,7 +199,7 @@ class Broker:
         await self.transactions.start(load_all=link is None)
         self.services = BrokerServices(
             config=self.config, node_id=self.node_id, storage=self.logs, groups=self.groups,
-            transactions=self.transactions, markers=self.markers, producer_ids=self.producer_ids, clock=lambda: self.clock(),
+            group_configs=self.group_configs, transactions=self.transactions, markers=self.markers, producer_ids=self.producer_ids, clock=lambda: self.clock(),
             metrics=self.metrics, flusher=self.flusher, fetch_waiters=self.fetch_waiters, api_table=self.api_table,
             running=lambda: self.started, advertised_address=self.advertised_address(), replicas=self.replicas,
             cluster=self.cluster)

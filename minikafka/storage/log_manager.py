@@ -8,6 +8,7 @@ Layout (Kafka's, docs/semantics.md#on-disk-layout, plus one minikafka file)::
     <data-dir>/recovery-point-offset-checkpoint
     <data-dir>/log-start-offset-checkpoint
     <data-dir>/minikafka-topics.json               topic catalogue: name, id, partition count, overrides
+    <data-dir>/minikafka-group-configs.json        groups' dynamic configs (minikafka.broker.group_configs)
     <data-dir>/<topic>-<n>/                        one PartitionLog each
 
 minikafka has no controller quorum, so the catalogue file is its metadata log: written atomically,

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,6 +111,13 @@ class ClusterLink:
 
     def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.cluster.alter_topic_configs(name, configs)
+
+    def group_overrides(self, group_id: str) -> dict[str, str]:
+        """A group's dynamic configs, as the controller records them (every broker reads the same)."""
+        return self.controller.group_configs.get(group_id, {})
+
+    def set_group_overrides(self, group_id: str, configs: Mapping[str, str]) -> None:
+        self.cluster.alter_group_configs(group_id, dict(configs))
 
     def coordinator(self, topic: str, key: str) -> tuple[ErrorCode, int]:
         """Which broker coordinates ``key`` (a group id in ``__consumer_offsets``, a transactional id
@@ -357,6 +364,14 @@ class Cluster:
                 broker.replicas.topic_configs_changed(name)
         self.controller.elect_leaderless(name)
         log.info("cluster: topic %s overrides now %s", name, configs)
+
+    def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """AlterConfigs / IncrementalAlterConfigs of a group, validated by the broker that took the
+        request: the controller records the group's new overrides and saves them; every broker's
+        coordinator reads them from the controller, so any broker describes the same."""
+        self.controller.set_group_configs(group_id, configs)
+        self.metadata.save(self.controller)
+        log.info("cluster: group %s overrides now %s", group_id, configs)
 
     async def _balance_leaders(self) -> None:
         """``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``, give

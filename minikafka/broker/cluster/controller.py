@@ -77,6 +77,9 @@ class Controller:
         self.brokers: dict[int, BrokerRegistration] = {
             node: BrokerRegistration(node, rack, BrokerState.FENCED) for node, rack in brokers}
         self.topics: dict[str, TopicRecord] = {}
+        #: each group's dynamic configs (Kafka's ConfigRecords of GROUP resources), set by
+        #: AlterConfigs and IncrementalAlterConfigs through :meth:`set_group_configs`
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.partitions: dict[TopicPartition, PartitionRegistration] = {}
         self.unclean_allowed = unclean_allowed
         self.on_change = on_change
@@ -191,6 +194,14 @@ class Controller:
         record = dataclasses.replace(topic, configs=dict(configs))
         self.topics[name] = record
         return record
+
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace a group's overrides (validated by the broker that took the request); a group
+        left with none is forgotten, as Kafka's controller drops a resource without configs."""
+        if configs:
+            self.group_configs[group_id] = dict(configs)
+        else:
+            self.group_configs.pop(group_id, None)
 
     def elect_leaderless(self, name: str) -> list[PartitionChange]:
         """Elect a leader for each partition of ``name`` that has none, by the topic's rules of now:

@@ -1,4 +1,5 @@
-"""The controller's records on disk: ``<data-dir>/cluster-metadata.json``, rewritten on every change.
+"""The controller's records on disk: ``<data-dir>/cluster-metadata.json``, rewritten on every change
+(topics with their partitions and overrides, and the groups' dynamic configs).
 
 Kafka keeps its controller's decisions in the KRaft metadata log, so a cluster that restarts keeps
 its topic ids, assignments, ISRs and epochs. minikafka's controller writes its whole state as one
@@ -34,7 +35,8 @@ def encode(controller: Controller) -> bytes:
         topics.append({"name": topic.name, "id": str(topic.topic_id), "configs": topic.configs, "partitions": [
             {"replicas": list(p.replicas), "isr": list(p.isr), "leader": p.leader, "leader_epoch": p.leader_epoch,
              "partition_epoch": p.partition_epoch} for p in parts]})
-    return json.dumps({"version": _VERSION, "cluster_id": controller.cluster_id, "topics": topics}, indent=1).encode()
+    return json.dumps({"version": _VERSION, "cluster_id": controller.cluster_id, "topics": topics,
+                       "group_configs": controller.group_configs}, indent=1).encode()
 
 
 def restore(controller: Controller, data: bytes, where: str = METADATA_FILE) -> None:
@@ -54,6 +56,8 @@ def restore(controller: Controller, data: bytes, where: str = METADATA_FILE) -> 
                     raise MetadataFileError(f"{where}: {t['name']}-{i} has replicas on brokers {unknown}, but the "
                                             f"cluster has brokers {sorted(controller.brokers)}")
                 controller.partitions[(t["name"], i)] = part
+        controller.group_configs = {str(g): {str(k): str(v) for k, v in configs.items()}
+                                    for g, configs in doc.get("group_configs", {}).items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         if isinstance(exc, MetadataFileError):
             raise

@@ -21,7 +21,8 @@ expressions are resolved inline on every heartbeat when the topic names changed 
 asynchronously at most every 10 s), with Python's ``re.fullmatch`` (Kafka: RE2/J, whole name).
 
 Timers are deadlines on the broker clock, checked by a sweep every 100 ms: a member's session
-(``group.consumer.session.timeout.ms``, re-armed by every successful heartbeat) and, while it
+(the group's ``consumer.session.timeout.ms`` or else ``group.consumer.session.timeout.ms``, re-armed
+by every successful heartbeat, :mod:`minikafka.broker.group_configs`) and, while it
 revokes, its rebalance timeout. Either one expiring removes the member and bumps the group epoch.
 """
 
@@ -69,6 +70,7 @@ from minikafka.errors import ErrorCode, KafkaError
 from minikafka.protocol.kafka_versions import RELEASES
 
 if TYPE_CHECKING:
+    from minikafka.broker.group_configs import GroupConfigs
     from minikafka.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -137,12 +139,11 @@ def new_member_id() -> str:
 class ConsumerGroups:
     """The consumer groups of ``table`` (a part of the group coordinator)."""
 
-    def __init__(self, table: GroupTable, topics: Callable[[], Mapping[str, TopicInfo]], *, session_ms: int,
-                 heartbeat_ms: int, max_size: int, assignors: tuple[str, ...], enabled: bool) -> None:
+    def __init__(self, table: GroupTable, topics: Callable[[], Mapping[str, TopicInfo]], *,
+                 configs: GroupConfigs, max_size: int, assignors: tuple[str, ...], enabled: bool) -> None:
         self._table = table
         self._topics = topics
-        self.session_ms = session_ms
-        self.heartbeat_ms = heartbeat_ms
+        self.configs = configs  # each group's session timeout and heartbeat interval
         self.max_size = max_size
         self.assignors = assignors
         self.enabled = enabled
@@ -151,13 +152,12 @@ class ConsumerGroups:
 
     @classmethod
     def from_config(cls, table: GroupTable, topics: Callable[[], Mapping[str, TopicInfo]],
-                    config: BrokerConfig) -> ConsumerGroups:
+                    config: BrokerConfig, group_configs: GroupConfigs) -> ConsumerGroups:
         """With the broker's ``group.consumer.*`` and ``group.coordinator.rebalance.protocols`` settings."""
         protocols = str(config.get("group.coordinator.rebalance.protocols")).replace(" ", "").split(",")
         kafka = RELEASES.get(str(config.get("minikafka.kafka.version")))  # 3.9 does not offer KIP-848
         return cls(table, topics,
-                   session_ms=int(config.get("group.consumer.session.timeout.ms")),
-                   heartbeat_ms=int(config.get("group.consumer.heartbeat.interval.ms")),
+                   configs=group_configs,
                    max_size=int(config.get("group.consumer.max.size")),
                    assignors=tuple(a.strip() for a in str(config.get("group.consumer.assignors")).split(",")
                                    if a.strip()),
@@ -201,7 +201,7 @@ class ConsumerGroups:
         for group in self.groups.values():
             if self._table.partitions.partition_of(group.group_id) == partition:
                 for member in group.members.values():
-                    member.session_deadline = now + self.session_ms
+                    member.session_deadline = now + self.configs.consumer_session_ms(group.group_id)
                     if member.current.state == UNREVOKED_PARTITIONS:
                         self._arm_rebalance(member, now)
 
@@ -456,7 +456,7 @@ class ConsumerGroups:
                      replaced.member_id, hb.instance_id)
         stored = group.members[member_id]
         now = self._table.now()
-        stored.session_deadline = now + self.session_ms
+        stored.session_deadline = now + self.configs.consumer_session_ms(group.group_id)
         if current.state == UNREVOKED_PARTITIONS:
             if previous.state != UNREVOKED_PARTITIONS or stored.rebalance_deadline is None:
                 self._arm_rebalance(stored, now)
@@ -466,7 +466,8 @@ class ConsumerGroups:
         log.debug("consumer group %r: member %r epoch %d -> %d %s, owned %s, target %s (epoch %d), records %s",
                   group.group_id, member_id, hb.member_epoch, current.epoch, current.state, hb.owned,
                   targets.get(member_id), assignment_epoch, [r.key.type for r in records])
-        return HeartbeatAnswer(ErrorCode.NONE, None, member_id, current.epoch, self.heartbeat_ms,
+        return HeartbeatAnswer(ErrorCode.NONE, None, member_id, current.epoch,
+                               self.configs.consumer_heartbeat_ms(group.group_id),
                                current.assigned if send else None)
 
     # ------------------------------------------------------------------ subscriptions and targets

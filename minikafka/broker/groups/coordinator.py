@@ -42,11 +42,11 @@ from minikafka.broker.groups.offset_store import OffsetStore
 from minikafka.broker.groups.offsets import GroupOffsets
 from minikafka.broker.groups.records import OFFSETS_TOPIC
 from minikafka.broker.groups.table import GroupTable
-from minikafka.broker.internal_log import INTERNAL_TOPIC_PARTITIONS
 from minikafka.broker.internal_records import RecordFormatError, append_error, encodable
 from minikafka.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
+    from minikafka.broker.group_configs import GroupConfigs
     from minikafka.broker.groups.consumer_coordinator import TopicInfo
     from minikafka.config import BrokerConfig
 
@@ -64,10 +64,10 @@ class GroupCoordinator:
     it owns (:attr:`offsets`, :attr:`admin`)."""
 
     def __init__(self, config: BrokerConfig, stores: Callable[[int], OffsetStore], clock: Callable[[], float],
-                 partitions: int = INTERNAL_TOPIC_PARTITIONS,
-                 topics: Callable[[], Mapping[str, TopicInfo]] = dict) -> None:
+                 partitions: int, topics: Callable[[], Mapping[str, TopicInfo]],
+                 group_configs: GroupConfigs) -> None:
         """``stores`` makes the (not yet loaded) store of a partition of ``__consumer_offsets`` (of
-        ``partitions``); ``clock`` is the broker's clock; ``topics`` what KIP-848 groups subscribe to."""
+        ``partitions``); ``clock`` is the broker's clock; KIP-848 groups subscribe to ``topics``."""
         self.min_session_ms = int(config.get("group.min.session.timeout.ms"))
         self.max_session_ms = int(config.get("group.max.session.timeout.ms"))
         self.max_size = int(config.get("group.max.size"))
@@ -79,7 +79,7 @@ class GroupCoordinator:
             retention_check_ms=int(config.get("offsets.retention.check.interval.ms")),
             metadata_max_bytes=int(config.get("offset.metadata.max.bytes")))
         self.admin = GroupAdmin(self.table)
-        self.consumer = ConsumerGroups.from_config(self.table, topics, config)  # KIP-848 groups
+        self.consumer = ConsumerGroups.from_config(self.table, topics, config, group_configs)  # KIP-848
 
     @property
     def groups(self) -> dict[str, Group]:

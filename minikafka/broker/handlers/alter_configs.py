@@ -1,7 +1,7 @@
 """AlterConfigs (key 33): replace the whole set of a resource's dynamic settings, as Kafka does.
 
-A topic's overrides become exactly the ones in the request (any override not named is removed);
-broker and logger resources: see :mod:`minikafka.broker.config_changes`."""
+A topic's or a group's overrides become exactly the ones in the request (any override not named
+is removed); broker and logger resources: see :mod:`minikafka.broker.config_changes`."""
 
 from __future__ import annotations
 
@@ -16,8 +16,12 @@ from minikafka.errors import ErrorCode, KafkaError
 
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     kind, name = resource.resource_type, resource.resource_name
-    configs = {c.name: c.value for c in resource.configs if c.value is not None}
-    if kind == changes.TOPIC:
+    changes.check_values(resource, incremental=False)
+    configs = {c.name: c.value for c in resource.configs}
+    if kind == changes.GROUP:
+        changes.group_overrides(ctx, name)
+        ctx.services.group_configs.alter(name, configs, validate_only)
+    elif kind == changes.TOPIC:
         changes.topic_overrides(ctx, name)
         changes.set_topic_overrides(ctx, name, configs, list(configs), validate_only)
     elif kind == changes.BROKER:

@@ -1,7 +1,8 @@
 """IncrementalAlterConfigs (key 44): SET, DELETE, APPEND or SUBTRACT single settings, as Kafka does.
 
 APPEND and SUBTRACT work on list settings only (``cleanup.policy`` and the throttled-replica lists),
-starting from the topic's current value (its override, else the default it has now)."""
+starting from the topic's current value (its override, else the default it has now); no group
+config is a list, so on a group they are refused as Kafka's controller refuses them."""
 
 from __future__ import annotations
 
@@ -53,9 +54,16 @@ def _apply(ctx: RequestContext, overrides: dict[str, str], config: Any) -> None:
 def _alter(ctx: RequestContext, resource: Any, validate_only: bool) -> None:
     kind, name = resource.resource_type, resource.resource_name
     names = [c.name for c in resource.configs]
-    if len(set(names)) != len(names):
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-    if kind == changes.TOPIC:
+    changes.check_values(resource, incremental=True)
+    if kind == changes.GROUP:
+        overrides = changes.group_overrides(ctx, name)
+        for config in resource.configs:  # no group config is a list
+            if config.config_operation in (APPEND, SUBTRACT):
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Can't {_OPERATIONS[config.config_operation]} to key "
+                                                           f"{config.name} because its type is not LIST.")
+            _apply(ctx, overrides, config)
+        ctx.services.group_configs.alter(name, overrides, validate_only)
+    elif kind == changes.TOPIC:
         overrides = changes.topic_overrides(ctx, name)
         for config in resource.configs:
             _apply(ctx, overrides, config)
