@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import DeleteRecordsRequest
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from minikafka.testkit import MiniKafkaCluster
+from tests.fetch_wire import TOPIC_IDS, fetch_request
 from tests.kafka_wire import RawClient, build_batch, produce_request
 
 NO_EPOCH = -1  # current_leader_epoch -1: the broker skips the epoch check
@@ -51,14 +52,12 @@ def produce(kafka: MiniKafkaCluster, node: int, topic: str, version: int, acks: 
 
 
 def fetch(kafka: MiniKafkaCluster, node: int, topic: str, version: int, epoch: int = NO_EPOCH,
-          partition: int = 0) -> Any:
-    """A consumer's Fetch of ``version`` from offset 0 with ``current_leader_epoch`` (v9+): the whole answer."""
-    R = FetchRequest[version]
-    part = R.FetchTopic.FetchPartition(partition=partition, current_leader_epoch=epoch, fetch_offset=0,
-                                       last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)
-    return ask(kafka, node, R(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-                              session_id=0, session_epoch=-1, topics=[R.FetchTopic(topic=topic, partitions=[part])],
-                              forgotten_topics_data=[], rack_id=""))
+          partition: int = 0, replica_id: int = -1) -> Any:
+    """A consumer's (or with ``replica_id`` a follower's) Fetch of ``version`` from offset 0 with
+    ``current_leader_epoch`` (v9+), by topic id from v13: the whole answer."""
+    key: str | uuid.UUID = topic if version < TOPIC_IDS else metadata(kafka, node, topic, 12).topic_id
+    return ask(kafka, node, fetch_request(version, [(key, [partition])], current_leader_epoch=epoch,
+                                          replica_id=replica_id))
 
 
 def list_offsets(kafka: MiniKafkaCluster, node: int, topic: str, version: int, epoch: int = NO_EPOCH,

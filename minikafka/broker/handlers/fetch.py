@@ -50,6 +50,7 @@ TOPIC_IDS = 13  # first version naming topics by id
 REPLICA_STATE = 15  # first version with the follower's id in ReplicaState
 LEADER_HINTS = 16  # first version with KIP-951's current leader and node endpoints
 _HINTED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+_NO_TOPIC_ID = uuid.UUID(int=0)
 _FULL_SESSION_EPOCHS = (0, -1)  # a new session (0) or none (-1): a full request
 #: per requested topic: its name (None: an unknown topic id) and, from v13, the id it was asked by
 Wanted = list[tuple[str | None, uuid.UUID | None, Any]]
@@ -61,7 +62,8 @@ def _wanted(ctx: RequestContext, request: Any) -> Wanted:
     if ctx.api_version < TOPIC_IDS:
         return [(t.topic, None, t) for t in request.topics]
     names = {info.topic_id: name for name, info in cluster_topics(ctx.services).items()}
-    return [(names.get(t.topic_id), t.topic_id, t) for t in request.topics]
+    # kafka-python reads the zero id (no topic) as None
+    return [(names.get(t.topic_id), t.topic_id or _NO_TOPIC_ID, t) for t in request.topics]
 
 
 def _replica_id(version: int, request: Any) -> int:
