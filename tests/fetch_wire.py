@@ -3,6 +3,8 @@ fetch sessions, followers (ReplicaId, v15+ ReplicaState) and v17's directory id 
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from typing import Any
 
@@ -11,6 +13,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 from tests.kafka_wire import RawClient
 
+SENT_FETCH = "Sent FetchRequest (v"
 TOPIC_IDS = 13
 REPLICA_STATE = 15
 DIRECTORY_ID = 17
@@ -53,3 +56,37 @@ def fetch_request(version: int, topics: list[tuple[str | uuid.UUID, list[int]]],
     return R(max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0,
              session_id=session_id, session_epoch=session_epoch, topics=out, forgotten_topics_data=[], rack_id="",
              **fields)
+
+
+class ProtocolLog(logging.Handler):
+    """librdkafka's debug lines (give ``logger`` to a client with ``debug`` including
+    ``protocol``), and the Fetch versions they show it sent."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self.logger = logging.getLogger(name)
+        self.logger.addHandler(self)
+        self.logger.propagate = False
+        self.logger.setLevel(logging.DEBUG)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def close_log(self) -> None:
+        self.logger.removeHandler(self)
+
+    def fetch_versions(self) -> set[int]:
+        return {int(line.split(SENT_FETCH, 1)[1].split(",", 1)[0]) for line in self.lines if SENT_FETCH in line}
+
+
+def poll_values(consumer: Any, count: int, timeout: float = 30) -> list[bytes]:
+    """The values of the next ``count`` records a confluent-kafka consumer polls (errors skipped)."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"consumed {got}, expected {count} records"
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    return got

@@ -12,12 +12,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer
 
 from minikafka.errors import ErrorCode
 from minikafka.testkit import MiniKafkaCluster
 from tests.cluster.cluster_wire import Placement, fetch, metadata, placement, produce
 from tests.cluster.test_cluster_failover import wait_for
-from tests.fetch_wire import fetch_request
+from tests.fetch_wire import ProtocolLog, fetch_request, poll_values
 from tests.kafka_wire import RawClient
 
 NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -134,3 +135,47 @@ def test_a_follower_id_in_replica_state_is_served_by_the_leader_only(kafka: Mini
         assert (hint.leader_id, hint.leader_epoch) == (at.leader, at.epoch)
     as_consumer = fetch_frame(kafka, at.follower, fetch_request(version, [(tid, [0])]))
     assert as_consumer.responses[0].partitions[0].error_code == 0
+
+
+def test_confluent_kafka_consumes_with_v16_through_a_leader_move_and_a_leader_crash(kafka: MiniKafkaCluster) -> None:
+    """librdkafka fetches with v16; when leadership moves, the old leader answers its next fetch
+    FENCED_LEADER_EPOCH with the new leader, which librdkafka applies at once ("updated with leader
+    N and epoch E" in its log, as for Produce's hints); after the new leader crashes it finds the
+    next one through Metadata. Every record is consumed once, in order."""
+    topic = kafka.create_topic("consumed-through", partitions=1, replication_factor=3)
+    log = ProtocolLog(f"{__name__}.librdkafka")
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True})
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "through", "auto.offset.reset": "earliest",
+                         "debug": "protocol,metadata", "logger": log.logger})
+    sent: list[bytes] = []
+
+    def send(count: int) -> None:
+        for _ in range(count):
+            sent.append(f"v{len(sent)}".encode())
+            producer.produce(topic, value=sent[-1])
+        assert producer.flush(60) == 0
+
+    try:
+        consumer.subscribe([topic])
+        send(10)
+        got = poll_values(consumer, 10)
+        kafka.wait_until_in_sync(topic)
+        before = kafka.partition(topic)
+        moved_to = next(n for n in before["replicas"] if n != before["leader"])
+        kafka.move_leader(topic, 0, moved_to)
+        send(10)
+        got += poll_values(consumer, 10)
+        hint = f"updated with leader {moved_to} and epoch {before['leader_epoch'] + 1}"
+        wait_for(lambda: hint in "\n".join(log.lines), "librdkafka to apply the fetch answer's leader hint")
+        kafka.wait_until_in_sync(topic)
+        kafka.crash(moved_to)
+        try:
+            send(10)
+            got += poll_values(consumer, 10, timeout=60)
+        finally:
+            kafka.start_broker(moved_to)
+    finally:
+        consumer.close()
+        log.close_log()
+    assert got == sent
+    assert log.fetch_versions() == {16}
