@@ -4,6 +4,7 @@ client sets is the test's, at any version the broker serves."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from kafka.protocol.consumer import ListOffsetsRequest, OffsetForLeaderEpochRequ
 from kafka.protocol.metadata import MetadataRequest
 
 from minikafka.testkit import MiniKafkaCluster
+from tests.cluster.test_cluster_failover import wait_for
 from tests.fetch_wire import TOPIC_IDS, fetch_request
 from tests.kafka_wire import RawClient, build_batch, produce_request
 
@@ -29,6 +31,14 @@ class Placement:
     follower: int
     outsider: int
     epoch: int
+
+
+def racked_cluster() -> Iterator[MiniKafkaCluster]:
+    """(A module fixture of the error tests) 3 brokers, one rack each (rack-a, rack-b, rack-c),
+    whose leaders move only when a test moves them."""
+    with MiniKafkaCluster(brokers=3, config={"auto.leader.rebalance.enable": False,
+                                             "broker.rack": "rack-a,rack-b,rack-c"}) as cluster:
+        yield cluster
 
 
 def placement(kafka: MiniKafkaCluster, topic: str) -> Placement:
@@ -97,3 +107,20 @@ def metadata(kafka: MiniKafkaCluster, node: int, topic: str, version: int) -> An
                                 allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
                                 include_topic_authorized_operations=False))
     return answer.topics[0]
+
+
+def moved_once(kafka: MiniKafkaCluster, topic: str, records: int) -> Placement:
+    """A new partition with two replicas whose leader moved once (epoch 1), holding ``records``
+    records, the first written before the move; returned once the follower knows the high watermark."""
+    kafka.create_topic(topic, partitions=1, replication_factor=2)
+    first = placement(kafka, topic)
+    assert produce(kafka, first.leader, topic, 9).responses[0].partition_responses[0].error_code == 0
+    kafka.wait_until_in_sync(topic)
+    kafka.move_leader(topic, 0, first.follower)
+    now = placement(kafka, topic)
+    assert (now.leader, now.epoch) == (first.follower, 1)
+    for _ in range(records - 1):
+        assert produce(kafka, now.leader, topic, 9).responses[0].partition_responses[0].error_code == 0
+    wait_for(lambda: fetch(kafka, now.follower, topic, 11).responses[0].partitions[0].high_watermark == records,
+             "the follower to learn the high watermark")
+    return now

@@ -31,8 +31,10 @@ from tests.cluster.cluster_wire import (
     fetch,
     list_offsets,
     metadata,
+    moved_once,
     placement,
     produce,
+    racked_cluster,
 )
 from tests.cluster.test_cluster_failover import wait_for
 from tests.kafka_wire import RawClient, build_batch, partition_response, produce_request
@@ -46,27 +48,13 @@ WRONG_BROKERS = ["follower", "outsider"]
 EARLIEST, MAX_TIMESTAMP = -2, -3  # ListOffsets timestamps
 
 
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[MiniKafkaCluster]:
-    with MiniKafkaCluster(brokers=3, config={"auto.leader.rebalance.enable": False,
-                                             "broker.rack": "rack-a,rack-b,rack-c"}) as cluster:
-        yield cluster
+kafka = pytest.fixture(scope="module", name="kafka")(racked_cluster)
 
 
 @pytest.fixture(scope="module")
 def where(kafka: MiniKafkaCluster) -> Placement:
     """A partition with two replicas at leader epoch 1 (its leader moved once) holding two records."""
-    topic = kafka.create_topic("routed", partitions=1, replication_factor=2)
-    first = placement(kafka, topic)
-    assert produce(kafka, first.leader, topic, 9).responses[0].partition_responses[0].error_code == 0
-    kafka.wait_until_in_sync(topic)
-    kafka.move_leader(topic, 0, first.follower)
-    now = placement(kafka, topic)
-    assert (now.leader, now.epoch) == (first.follower, 1)
-    assert produce(kafka, now.leader, topic, 9).responses[0].partition_responses[0].error_code == 0
-    wait_for(lambda: fetch(kafka, now.follower, topic, 11).responses[0].partitions[0].high_watermark == 2,
-             "the follower to learn the high watermark")
-    return now
+    return moved_once(kafka, "routed", 2)
 
 
 def node(where: Placement, role: str) -> int:

@@ -8,7 +8,6 @@ https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/Kafk
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +15,8 @@ from confluent_kafka import Consumer, Producer
 
 from minikafka.errors import ErrorCode
 from minikafka.testkit import MiniKafkaCluster
-from tests.cluster.cluster_wire import Placement, fetch, metadata, placement, produce
+from tests.cluster import cluster_wire
+from tests.cluster.cluster_wire import Placement, metadata, moved_once, placement, racked_cluster
 from tests.cluster.test_cluster_failover import wait_for
 from tests.fetch_wire import ProtocolLog, fetch_request, poll_values
 from tests.kafka_wire import RawClient
@@ -25,26 +25,13 @@ NOT_LEADER = ErrorCode.NOT_LEADER_OR_FOLLOWER
 FENCED = ErrorCode.FENCED_LEADER_EPOCH
 
 
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[MiniKafkaCluster]:
-    with MiniKafkaCluster(brokers=3, config={"auto.leader.rebalance.enable": False,
-                                             "broker.rack": "rack-a,rack-b,rack-c"}) as cluster:
-        yield cluster
+kafka = pytest.fixture(scope="module", name="kafka")(racked_cluster)
 
 
 @pytest.fixture(scope="module")
 def where(kafka: MiniKafkaCluster) -> Placement:
     """A partition with two replicas whose leader moved once (epoch 1), holding one record."""
-    topic = kafka.create_topic("hinted", partitions=1, replication_factor=2)
-    first = placement(kafka, topic)
-    kafka.wait_until_in_sync(topic)
-    kafka.move_leader(topic, 0, first.follower)
-    now = placement(kafka, topic)
-    assert now.epoch == 1
-    assert produce(kafka, now.leader, topic, 9).responses[0].partition_responses[0].error_code == 0
-    wait_for(lambda: fetch(kafka, now.follower, topic, 11).responses[0].partitions[0].high_watermark == 1,
-             "the follower to learn the high watermark")
-    return now
+    return moved_once(kafka, "hinted", 1)
 
 
 def fetch_frame(kafka: MiniKafkaCluster, node: int, request: Any) -> Any:
@@ -120,10 +107,10 @@ def test_a_follower_id_in_replica_state_is_served_by_the_leader_only(kafka: Mini
     while it serves the same request from a consumer (v11+)."""
     topic = kafka.create_topic(f"replica-state-{version}", partitions=1, replication_factor=2)
     at = placement(kafka, topic)
-    assert produce(kafka, at.leader, topic, 9).responses[0].partition_responses[0].error_code == 0
+    assert cluster_wire.produce(kafka, at.leader, topic, 9).responses[0].partition_responses[0].error_code == 0
     kafka.wait_until_in_sync(topic)
     tid = metadata(kafka, at.leader, topic, 12).topic_id
-    wait_for(lambda: fetch(kafka, at.follower, topic, 11).responses[0].partitions[0].high_watermark == 1,
+    wait_for(lambda: cluster_wire.fetch(kafka, at.follower, topic, 11).responses[0].partitions[0].high_watermark == 1,
              "the follower to learn the high watermark")
     as_follower = fetch_request(version, [(tid, [0])], replica_id=at.follower, offset=1)
     led = fetch_frame(kafka, at.leader, as_follower).responses[0].partitions[0]
