@@ -124,6 +124,24 @@ def test_a_follower_id_in_replica_state_is_served_by_the_leader_only(kafka: Mini
     assert as_consumer.responses[0].partitions[0].error_code == 0
 
 
+def test_a_fault_rule_on_a_brokers_fetch_reads_its_id_from_replica_state(kafka: MiniKafkaCluster,
+                                                                          where: Placement) -> None:
+    """``from_broker`` matches a v15+ Fetch by the id in its ReplicaState, and a topic by its id."""
+    rule = kafka.faults.add("error_before", api="Fetch", topic=where.topic, from_broker=where.outsider,
+                            error="KAFKA_STORAGE_ERROR", trigger="always")
+    try:
+        tid = metadata(kafka, where.leader, where.topic, 12).topic_id
+        for version in (15, 17):
+            as_broker = fetch_frame(kafka, where.leader, fetch_request(version, [(tid, [0])],
+                                                                       replica_id=where.outsider))
+            assert as_broker.responses[0].partitions[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            as_consumer = fetch_frame(kafka, where.leader, fetch_request(version, [(tid, [0])]))
+            assert as_consumer.responses[0].partitions[0].error_code == 0
+        assert rule.fired == 2
+    finally:
+        kafka.faults.clear()
+
+
 def test_confluent_kafka_consumes_with_v16_through_a_leader_move_and_a_leader_crash(kafka: MiniKafkaCluster) -> None:
     """librdkafka fetches with v16; when leadership moves, the old leader answers its next fetch
     FENCED_LEADER_EPOCH with the new leader, which librdkafka applies at once ("updated with leader

@@ -56,18 +56,24 @@ _FULL_SESSION_EPOCHS = (0, -1)  # a new session (0) or none (-1): a full request
 Wanted = list[tuple[str | None, uuid.UUID | None, Any]]
 
 
+def topic_names(ctx: RequestContext) -> dict[uuid.UUID, str]:
+    """Every topic's name by its id: the cluster's topics, as Kafka resolves the ids of a v13+
+    request through its metadata cache (the fault rules name topics through it too)."""
+    return {info.topic_id: name for name, info in cluster_topics(ctx.services).items()}
+
+
 def _wanted(ctx: RequestContext, request: Any) -> Wanted:
-    """The requested topics by name; from v13 each id resolved through the cluster's topics, as
-    Kafka resolves them through its metadata cache when the request arrives."""
+    """The requested topics by name; from v13 each id resolved when the request arrives."""
     if ctx.api_version < TOPIC_IDS:
         return [(t.topic, None, t) for t in request.topics]
-    names = {info.topic_id: name for name, info in cluster_topics(ctx.services).items()}
+    names = topic_names(ctx)
     # kafka-python reads the zero id (no topic) as None
     return [(names.get(t.topic_id), t.topic_id or _NO_TOPIC_ID, t) for t in request.topics]
 
 
-def _replica_id(version: int, request: Any) -> int:
-    """The follower's broker id, or -1 for a consumer (Kafka's ``FetchRequest.replicaId``)."""
+def replica_id_of(version: int, request: Any) -> int:
+    """The follower's broker id, or -1 for a consumer (Kafka's ``FetchRequest.replicaId``); the
+    fault rules' ``from_broker`` reads it too."""
     if version < REPLICA_STATE:
         return getattr(request, "replica_id", -1)
     state = request.replica_state
@@ -194,7 +200,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
                         responses=[])
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     wanted = _wanted(ctx, request)
-    replica_id = _replica_id(version, request)
+    replica_id = replica_id_of(version, request)
     keys = [(name, p.partition) for name, _id, t in wanted if name is not None for p in t.partitions]
     refused = _unknown_ids(wanted) if version >= TOPIC_IDS else []
     while True:
