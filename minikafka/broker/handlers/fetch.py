@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
@@ -80,23 +79,22 @@ def replica_id_of(version: int, request: Any) -> int:
     return -1 if state is None else state.replica_id
 
 
-def _local_topic_ids(ctx: RequestContext) -> Mapping[str, uuid.UUID]:
-    return {name: info.topic_id for name, info in ctx.services.storage.topics().items()}
-
-
 def _read_all(ctx: RequestContext, request: Any, wanted: Wanted, replica_id: int
               ) -> tuple[list[tuple[str, uuid.UUID | None, list[dict[str, Any]]]], int]:
     logs = ctx.services.storage
     replicas = ctx.services.replicas
     committed = (ctx.api_version >= 4 and request.isolation_level == READ_COMMITTED and replica_id < 0)
     remaining = request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF
-    local_ids = _local_topic_ids(ctx) if ctx.api_version >= TOPIC_IDS else None
+    local = logs.topics() if ctx.api_version >= TOPIC_IDS else None
     total = 0
     first = True
     out = []
     for name, topic_id, topic in wanted:
         if name is None:
             continue
+        # deleted and created anew under its name since the id was resolved (while the fetch waited)
+        info = local.get(name) if local is not None else None
+        recreated = info is not None and info.topic_id != topic_id
         parts = []
         for part in topic.partitions:
             entry: dict[str, Any] = {
@@ -109,8 +107,7 @@ def _read_all(ctx: RequestContext, request: Any, wanted: Wanted, replica_id: int
                 "records": b"",
             }
             partition_log = logs.get_log(name, part.partition)
-            if local_ids is not None and partition_log is not None and local_ids.get(name) != topic_id:
-                # deleted and created anew while the fetch waited (Kafka: ReplicaManager.readFromLog)
+            if recreated and partition_log is not None:  # Kafka: ReplicaManager.readFromLog
                 entry["error_code"] = ErrorCode.INCONSISTENT_TOPIC_ID
                 partition_log = None
             elif replicas is not None:
