@@ -42,6 +42,7 @@ from minikafka.broker.cluster.replica_manager import ReplicaManager
 from minikafka.broker.context import RequestContext
 from minikafka.broker.partition_answers import cluster_topics
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.protocol.fast import make
 from minikafka.storage import legacy
 
 READ_COMMITTED = 1
@@ -217,25 +218,25 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         partitions = []
         for p in parts:
             if p["aborted_transactions"] is not None:
-                p["aborted_transactions"] = [Partition.AbortedTransaction(**a) for a in p["aborted_transactions"]]
+                p["aborted_transactions"] = [make(Partition.AbortedTransaction, **a) for a in p["aborted_transactions"]]
             if version >= 11:
                 p["preferred_read_replica"] = -1
             diverging = p.pop("diverging_epoch", None)
             if diverging is not None:
-                p["diverging_epoch"] = Partition.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
-            answer = Partition(**p)
+                p["diverging_epoch"] = make(Partition.EpochEndOffset, epoch=diverging[0], end_offset=diverging[1])
+            answer = make(Partition, **p)
             if p["error_code"] in _HINTED:
                 hinted.append((name, p["partition_index"], answer))
             partitions.append(answer)
         if version >= TOPIC_IDS:
-            topics_out.append(Topic(topic_id=topic_id, partitions=partitions))
+            topics_out.append(make(Topic, topic_id=topic_id, partitions=partitions))
         else:
-            topics_out.append(Topic(topic=name, partitions=partitions))
+            topics_out.append(make(Topic, topic=name, partitions=partitions))
     fields: dict[str, Any] = {"throttle_time_ms": 0, "responses": topics_out}
     if version >= 7:
         fields["error_code"] = 0
         fields["session_id"] = 0
-    response = Response(**fields)
+    response = make(Response, **fields)
     if hinted and version >= LEADER_HINTS and services.cluster is not None:
         answers.add_leader_hints(services.cluster, response, hinted, _HINTED, Partition.LeaderIdAndEpoch,
                                  Response.NodeEndpoint)
