@@ -110,6 +110,10 @@ def test_a_topic_recreated_while_a_fetch_by_id_waits_is_inconsistent_topic_id(br
         waiting = threading.Thread(target=lambda: answers.append(
             c.request(fetch_request(13, [(old, [0])], max_wait_ms=20_000, min_bytes=1))))
         waiting.start()
+        parked = time.monotonic() + 20
+        while broker.broker is not None and not broker.broker.services.fetch_waiters.waiting(("moving", 0)):
+            assert time.monotonic() < parked, "the fetch did not start waiting"
+            time.sleep(0.01)
         with RawClient(broker.bootstrap) as admin:
             delete_topic(admin, "moving")
             filled(admin, "moving", count=1)  # the append to the new log wakes the waiting fetch
