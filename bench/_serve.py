@@ -18,6 +18,14 @@ from typing import IO
 MEMORY_DIR: str | None = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
 
+def checkout_env(checkout: str | None) -> dict[str, str] | None:
+    """The environment that makes ``python -m minikafka`` import the package of ``checkout`` (None:
+    this one's)."""
+    if checkout is None:
+        return None
+    return {**os.environ, "PYTHONPATH": os.path.abspath(checkout)}
+
+
 @contextmanager
 def serve(
     *args: str, data_dir: str | None = None, data_dir_base: str | None = None,

@@ -9,13 +9,17 @@ counts records and value bytes; the clock runs from the first record received to
 broker's CPU time per GB served (user + system, /proc/<pid>/stat, over the whole consumer session)
 is printed too: the consumer, not the broker, sets the pace on a 2-core machine.
 Rounds alternate between the two brokers; medians, ranges and the per-round ratio are printed.
+``--compare CHECKOUT`` adds a third peer, ``minikafka serve`` run from another checkout (e.g. a git
+worktree of main), filled and read the same way in the same rounds: a before/after on one machine
+at one time.
 
-    .venv/bin/python -m bench.consume [--records 200000] [--value-size 1024] [--rounds 3]
+    .venv/bin/python -m bench.consume [--records 200000] [--value-size 1024] [--rounds 3] [--compare ../main]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
@@ -25,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench._mock import mock_broker
 from bench._produce import PRODUCER_CONFIG
-from bench._serve import cpu_seconds, serve
+from bench._serve import checkout_env, cpu_seconds, serve
 
 PARTITIONS_PER_TOPIC = 4
 
@@ -87,24 +91,33 @@ def main() -> None:
     parser.add_argument("--value-size", type=int, default=1024)
     parser.add_argument("--partition-mb", type=float, default=4.0, help="at most this much data per partition")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--compare", metavar="CHECKOUT",
+                        help="also read from minikafka run from this checkout (e.g. a git worktree of main)")
     args = parser.parse_args()
     value = os.urandom(args.value_size)
     per_partition = int(args.partition_mb * 1e6 // (args.value_size + 70))  # ~70 B of record overhead
     per_topic = per_partition * PARTITIONS_PER_TOPIC
     topics = [f"consume-{i}" for i in range(-(-args.records // per_topic))]
     total = per_topic * len(topics)
-    with serve() as (mk_bootstrap, mk_proc, _data), mock_broker() as (mock_bootstrap, mock_proc):
-        admin = AdminClient({"bootstrap.servers": mk_bootstrap})
-        for future in admin.create_topics([NewTopic(t, PARTITIONS_PER_TOPIC, 1) for t in topics]).values():
-            future.result(30)
-        peers = {"minikafka": mk_bootstrap, "mock": mock_bootstrap}
-        pids = {"minikafka": mk_proc.pid, "mock": mock_proc.pid}
+    with contextlib.ExitStack() as stack:
+        served = {"minikafka": stack.enter_context(serve())}
+        if args.compare:
+            served["compare"] = stack.enter_context(serve(env=checkout_env(args.compare)))
+        peers = {name: bootstrap for name, (bootstrap, _proc, _data) in served.items()}
+        pids = {name: proc.pid for name, (_bootstrap, proc, _data) in served.items()}
+        for bootstrap in peers.values():
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            for future in admin.create_topics([NewTopic(t, PARTITIONS_PER_TOPIC, 1) for t in topics]).values():
+                future.result(30)
+        peers["mock"], mock_proc = stack.enter_context(mock_broker())
+        pids["mock"] = mock_proc.pid
         cpu: dict[str, list[float]] = {name: [] for name in peers}
         for bootstrap in peers.values():
             fill(bootstrap, topics, per_partition, value)
         results: dict[str, list[float]] = {name: [] for name in peers}
+        order = list(peers)
         for r in range(args.rounds):
-            for name in (("minikafka", "mock") if r % 2 == 0 else ("mock", "minikafka")):
+            for name in (order if r % 2 == 0 else order[::-1]):
                 before = cpu_seconds(pids[name])
                 seconds, size = consume_seconds(peers[name], topics, total)
                 cpu[name].append((cpu_seconds(pids[name]) - before) / (size / 1e9))
@@ -116,8 +129,12 @@ def main() -> None:
     for name, rates in results.items():
         print(f"{name:<9}: {statistics.median(rates):7.1f} MB/s ({min(rates):.1f}..{max(rates):.1f}), "
               f"broker CPU {statistics.median(cpu[name]):.2f} s per GB of values served")
-    ratios = [a / b for a, b in zip(results["minikafka"], results["mock"], strict=True)]
-    print(f"minikafka / mock: {statistics.median(ratios):.2f} ({min(ratios):.2f}..{max(ratios):.2f})  (target >= 0.9)")
+    for name in [n for n in peers if n != "mock"]:
+        ratios = [a / b for a, b in zip(results[name], results["mock"], strict=True)]
+        print(f"{name} / mock: {statistics.median(ratios):.2f} ({min(ratios):.2f}..{max(ratios):.2f})  (target >= 0.9)")
+    if args.compare:
+        ratios = [a / b for a, b in zip(results["minikafka"], results["compare"], strict=True)]
+        print(f"minikafka / compare: {statistics.median(ratios):.2f} ({min(ratios):.2f}..{max(ratios):.2f})")
 
 
 if __name__ == "__main__":

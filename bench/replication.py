@@ -44,7 +44,7 @@ from typing import TypeVar
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench._serve import MEMORY_DIR, cpu_seconds, reap, serve
+from bench._serve import MEMORY_DIR, checkout_env, cpu_seconds, reap, serve
 from bench.produce import produce_seconds
 from minikafka.broker.embedded import ClusterThread
 from tests.kafka_wire import RawClient, build_batch
@@ -117,13 +117,6 @@ def run_order(codes: dict[str, str | None], round_index: int) -> list[tuple[str,
     """Every (checkout, replication factor) run of a round; odd rounds go in reverse order."""
     runs = [(code, mode) for code in codes for mode in ("rf1", "rf3")]
     return runs if round_index % 2 == 0 else runs[::-1]
-
-
-def checkout_env(checkout: str | None) -> dict[str, str] | None:
-    """The environment that makes ``python -m minikafka`` import the package of ``checkout``."""
-    if checkout is None:
-        return None
-    return {**os.environ, "PYTHONPATH": os.path.abspath(checkout)}
 
 
 def request_rounds(args: argparse.Namespace) -> None:

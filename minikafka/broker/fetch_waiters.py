@@ -19,6 +19,10 @@ class FetchWaiters:
     def __init__(self) -> None:
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
 
+    def waiting(self, key: TopicPartition) -> int:
+        """How many fetches wait for an append to ``key`` (tests wait for a fetch to park here)."""
+        return len(self._waiters.get(key, ()))
+
     def notify(self, partition_log: Any) -> None:
         waiters = self._waiters.pop((partition_log.topic, partition_log.partition), None)
         if waiters:

@@ -100,7 +100,8 @@ class ApiCodec:
 #: key, name, min version, max version, kafka-python codec module
 _CODECS: list[tuple[ApiKey, str, int, int, str]] = [
     (ApiKey.PRODUCE, "Produce", 0, 12, "kafka.protocol.producer"),
-    (ApiKey.FETCH, "Fetch", 0, 12, "kafka.protocol.consumer"),
+    # v13 topic ids (KIP-516), v15 ReplicaState (KIP-903), v16 leader hints (KIP-951), v17 directory id (KIP-853)
+    (ApiKey.FETCH, "Fetch", 0, 17, "kafka.protocol.consumer"),
     (ApiKey.LIST_OFFSETS, "ListOffsets", 0, 8, "kafka.protocol.consumer"),
     (ApiKey.METADATA, "Metadata", 0, 13, "kafka.protocol.metadata"),  # v13: top-level error (KIP-1102)
     (ApiKey.OFFSET_COMMIT, "OffsetCommit", 0, 9, "kafka.protocol.consumer.group"),

@@ -41,13 +41,14 @@ _FETCH_TOP = struct.Struct(">ihi")  # throttle time, error code, session id (v7+
 #: versions each fast path is property-tested for (tests/protocol/test_fast_codec.py); others use kafka-python
 PRODUCE_REQUEST_VERSIONS = range(3, 13)
 PRODUCE_RESPONSE_VERSIONS = range(3, 13)
-FETCH_RESPONSE_VERSIONS = range(4, 13)
+FETCH_RESPONSE_VERSIONS = range(4, 18)
 PRODUCE_FLEXIBLE = 9
 #: Records at least this large are handed over as a view of the request's bytes when those are
 #: writable: a frame that large has a buffer of its own (FrameReader), so the batch can be checked
 #: and appended in place, without a copy.
 SHARED_RECORDS = 64 * 1024
 FETCH_FLEXIBLE = 12
+FETCH_TOPIC_IDS = 13  # v13+: each topic by its id (16 bytes), no name
 #: the keys with fast paths, as module constants: cheaper per request than the enum's attributes
 _PRODUCE = ApiKey.PRODUCE
 _FETCH = ApiKey.FETCH
@@ -396,7 +397,8 @@ def encode_produce_response(response: Any, version: int) -> bytearray:
 
 
 def encode_fetch_response(response: Any, version: int) -> Parts:
-    """FetchResponse v4+; each partition's records go out as they are, without a copy."""
+    """FetchResponse v4+; each partition's records go out as they are, without a copy. Tagged
+    fields (a follower's diverging epoch, KIP-951's leader hints) step aside for kafka-python."""
     flexible = version >= FETCH_FLEXIBLE
     parts: Parts = []
     out = bytearray()
@@ -405,8 +407,16 @@ def encode_fetch_response(response: Any, version: int) -> Parts:
         out += _FETCH_TOP.pack(response.throttle_time_ms, response.error_code, response.session_id)
     else:
         out += _I32.pack(response.throttle_time_ms)
+    by_id = version >= FETCH_TOPIC_IDS
     for topic in _put_topics(out, response.responses, flexible):
-        for p in _put_topic(out, topic, topic.topic, topic.partitions, flexible):
+        if by_id:
+            _plain(topic)
+            out += topic.topic_id.bytes
+            _put_length(out, len(topic.partitions), flexible, True)
+            partitions = topic.partitions
+        else:
+            partitions = _put_topic(out, topic, topic.topic, topic.partitions, flexible)
+        for p in partitions:
             _plain(p)
             out += _FETCHED.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset)
             if version >= 5:

@@ -5,12 +5,14 @@ partitions has the same shape: a top-level array of topic entries (a ``name`` or
 field), each holding an array of partition entries (an ``index``, ``partition_index`` or
 ``partition`` field), and errors live in ``error_code`` fields at the level they concern. The
 helpers here rely on that shape instead of a table per API, so a fault rule works for every
-API minikafka serves and for those added later.
+API minikafka serves and for those added later. Entries that name their topic by id only (Fetch
+v13+) are read by the name the broker knows for that id (``names``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 _TOPIC_FIELDS = ("name", "topic")
@@ -39,6 +41,8 @@ _NO_VALUE: dict[str, Any] = {
 
 #: matches (topic, partition-or-None) pairs; partition is None for a topic-level entry
 Selector = Callable[[str, int | None], bool]
+#: topic id -> topic name, for entries that carry only an id
+TopicNames = Mapping[uuid.UUID, str]
 K = TypeVar("K", str, int)
 
 
@@ -64,8 +68,12 @@ def _first_field(entry: Any, names: tuple[str, ...], kind: type) -> Any:
     return None
 
 
-def _topic_name(entry: Any) -> str | None:
-    return _first_field(entry, _TOPIC_FIELDS, str)
+def _topic_name(entry: Any, names: TopicNames | None = None) -> str | None:
+    name = _first_field(entry, _TOPIC_FIELDS, str)
+    topic_id = getattr(entry, "topic_id", None) if "topic_id" in _fields(entry) else None
+    if not name and isinstance(topic_id, uuid.UUID) and names is not None:
+        return names.get(topic_id)  # named by id: an unknown id names no topic
+    return name
 
 
 def _partition_number(entry: Any) -> int | None:
@@ -102,12 +110,12 @@ def _partitions_of(topic_entry: Any, array: str) -> list[int]:
     return [p for p in (_partition_number(item) for item in items) if p is not None]
 
 
-def targets(request: Any) -> list[tuple[str, int | None]]:
+def targets(request: Any, names: TopicNames | None = None) -> list[tuple[str, int | None]]:
     """(topic, partition) pairs a request acts on; partition None for a topic-only entry."""
     out: list[tuple[str, int | None]] = []
     for array in _topic_arrays(request):
         for entry in getattr(request, array) or []:
-            topic = entry if isinstance(entry, str) else _topic_name(entry)
+            topic = entry if isinstance(entry, str) else _topic_name(entry, names)
             if topic is None:
                 continue
             partitions: list[int] = []
@@ -136,7 +144,8 @@ def set_error(entry: Any, code: int, message: str | None) -> bool:
     return True
 
 
-def rewrite_errors(response: Any, selected: Selector | None, code: int, message: str | None) -> int:
+def rewrite_errors(response: Any, selected: Selector | None, code: int, message: str | None,
+                   names: TopicNames | None = None) -> int:
     """Set the error in the selected entries of a response; returns how many were set.
 
     ``selected`` None means the whole response: the top-level error and every topic and
@@ -151,7 +160,7 @@ def rewrite_errors(response: Any, selected: Selector | None, code: int, message:
             for item in getattr(response, name) or ():
                 if "group_id" in _fields(item) and set_error(item, code, message):
                     count += 1
-    for topic, entry in _named_entries(response, _topic_arrays(response), _topic_name):
+    for topic, entry in _named_entries(response, _topic_arrays(response), lambda e: _topic_name(e, names)):
         if (selected is None or selected(topic, None)) and set_error(entry, code, message):
             count += 1
         for partition, item in _named_entries(entry, _partition_arrays(entry), _partition_number):

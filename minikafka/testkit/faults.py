@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.dispatch import ApiSpec
+from minikafka.broker.handlers import fetch
 from minikafka.protocol.apis import ApiKey
 from minikafka.testkit import fault_messages as messages
 from minikafka.testkit.fault_rules import (
@@ -80,11 +81,18 @@ READ_ONLY_API_KEYS = frozenset({ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.API_VE
 CrashHook = Callable[[int | None], Coroutine[Any, Any, None]]
 
 
+def topic_names(spec: ApiSpec, ctx: RequestContext) -> messages.TopicNames | None:
+    """The names of the topics a request names by id (Fetch v13+), None for requests by name."""
+    if spec.key == ApiKey.FETCH and ctx.api_version >= fetch.TOPIC_IDS:
+        return fetch.topic_names(ctx)
+    return None
+
+
 def sender_of(spec: ApiSpec, ctx: RequestContext, request: Any) -> int | None:
     """The node id of the broker that sent a request, None for a client's: a Fetch says it in its
     ``replica_id`` (a follower's fetch), the cluster's other requests in their client id."""
     if spec.key == ApiKey.FETCH:
-        replica_id = getattr(request, "replica_id", -1)
+        replica_id = fetch.replica_id_of(ctx.api_version, request)
         return replica_id if replica_id >= 0 else None
     return peer_of(ctx.client_id)
 
@@ -156,7 +164,7 @@ class FaultRuleSet:
             if not rule.applies_on(node_id):
                 continue
             if rule.scoped and request_targets is None:
-                request_targets = messages.targets(request)
+                request_targets = messages.targets(request, topic_names(spec, ctx))
             if rule.matches(self._api_keys.get(rule.id, frozenset()), spec.key, ctx.client_id, request_targets, sender):
                 if rule.count_and_decide(node_id):
                     return rule
@@ -210,7 +218,8 @@ class FaultInjector:
         response = await spec.handler(ctx, request)
         if action == "error_after":
             if response is not None:
-                messages.rewrite_errors(response, self._selector(rule), rule.error, self._message(rule))
+                messages.rewrite_errors(response, self._selector(rule), rule.error, self._message(rule),
+                                        topic_names(spec, ctx))
             return response
         if action == "delay":
             await self._pause(ctx, rule.delay_ms, while_in_force=rule)
@@ -235,7 +244,7 @@ class FaultInjector:
         if spec.key in READ_ONLY_API_KEYS:
             response = await spec.handler(ctx, request)
             if response is not None:
-                messages.rewrite_errors(response, self._selector(rule), rule.error, message)
+                messages.rewrite_errors(response, self._selector(rule), rule.error, message, topic_names(spec, ctx))
             return response
         if not rule.scoped or not messages.targets(request):
             # The whole request: answer with the error everywhere, handle nothing.

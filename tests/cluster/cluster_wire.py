@@ -4,14 +4,17 @@ client sets is the test's, at any version the broker serves."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import DeleteRecordsRequest
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from minikafka.testkit import MiniKafkaCluster
+from tests.cluster.test_cluster_failover import wait_for
+from tests.fetch_wire import TOPIC_IDS, fetch_request
 from tests.kafka_wire import RawClient, build_batch, produce_request
 
 NO_EPOCH = -1  # current_leader_epoch -1: the broker skips the epoch check
@@ -28,6 +31,14 @@ class Placement:
     follower: int
     outsider: int
     epoch: int
+
+
+def racked_cluster() -> Iterator[MiniKafkaCluster]:
+    """(A module fixture of the error tests) 3 brokers, one rack each (rack-a, rack-b, rack-c),
+    whose leaders move only when a test moves them."""
+    with MiniKafkaCluster(brokers=3, config={"auto.leader.rebalance.enable": False,
+                                             "broker.rack": "rack-a,rack-b,rack-c"}) as cluster:
+        yield cluster
 
 
 def placement(kafka: MiniKafkaCluster, topic: str) -> Placement:
@@ -51,14 +62,12 @@ def produce(kafka: MiniKafkaCluster, node: int, topic: str, version: int, acks: 
 
 
 def fetch(kafka: MiniKafkaCluster, node: int, topic: str, version: int, epoch: int = NO_EPOCH,
-          partition: int = 0) -> Any:
-    """A consumer's Fetch of ``version`` from offset 0 with ``current_leader_epoch`` (v9+): the whole answer."""
-    R = FetchRequest[version]
-    part = R.FetchTopic.FetchPartition(partition=partition, current_leader_epoch=epoch, fetch_offset=0,
-                                       last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20)
-    return ask(kafka, node, R(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-                              session_id=0, session_epoch=-1, topics=[R.FetchTopic(topic=topic, partitions=[part])],
-                              forgotten_topics_data=[], rack_id=""))
+          partition: int = 0, replica_id: int = -1) -> Any:
+    """A consumer's (or with ``replica_id`` a follower's) Fetch of ``version`` from offset 0 with
+    ``current_leader_epoch`` (v9+), by topic id from v13: the whole answer."""
+    key: str | uuid.UUID = topic if version < TOPIC_IDS else metadata(kafka, node, topic, 12).topic_id
+    return ask(kafka, node, fetch_request(version, [(key, [partition])], current_leader_epoch=epoch,
+                                          replica_id=replica_id))
 
 
 def list_offsets(kafka: MiniKafkaCluster, node: int, topic: str, version: int, epoch: int = NO_EPOCH,
@@ -98,3 +107,20 @@ def metadata(kafka: MiniKafkaCluster, node: int, topic: str, version: int) -> An
                                 allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
                                 include_topic_authorized_operations=False))
     return answer.topics[0]
+
+
+def moved_once(kafka: MiniKafkaCluster, topic: str, records: int) -> Placement:
+    """A new partition with two replicas whose leader moved once (epoch 1), holding ``records``
+    records, the first written before the move; returned once the follower knows the high watermark."""
+    kafka.create_topic(topic, partitions=1, replication_factor=2)
+    first = placement(kafka, topic)
+    assert produce(kafka, first.leader, topic, 9).responses[0].partition_responses[0].error_code == 0
+    kafka.wait_until_in_sync(topic)
+    kafka.move_leader(topic, 0, first.follower)
+    now = placement(kafka, topic)
+    assert (now.leader, now.epoch) == (first.follower, 1)
+    for _ in range(records - 1):
+        assert produce(kafka, now.leader, topic, 9).responses[0].partition_responses[0].error_code == 0
+    wait_for(lambda: fetch(kafka, now.follower, topic, 11).responses[0].partitions[0].high_watermark == records,
+             "the follower to learn the high watermark")
+    return now

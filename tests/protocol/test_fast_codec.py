@@ -3,6 +3,7 @@ their tables: the same objects from the same bytes, the same bytes from the same
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -57,7 +58,11 @@ def fetch_responses(version: int) -> st.SearchStrategy[Any]:
                           last_stable_offset=INT64, log_start_offset=INT64,
                           aborted_transactions=st.one_of(st.none(), st.lists(aborted, **LISTS)),
                           preferred_read_replica=INT32, records=RECORDS)
-    topic = st.builds(Topic, topic=NAMES, partitions=st.lists(partition, **LISTS))
+    if version >= fast.FETCH_TOPIC_IDS:  # topics by id, without names
+        topic = st.builds(Topic, topic_id=st.one_of(st.uuids(), st.just(uuid.UUID(int=0))),
+                          partitions=st.lists(partition, **LISTS))
+    else:
+        topic = st.builds(Topic, topic=NAMES, partitions=st.lists(partition, **LISTS))
     return st.builds(R, throttle_time_ms=INT32, error_code=INT16, session_id=INT32,
                      responses=st.lists(topic, **LISTS))
 
@@ -167,6 +172,15 @@ def test_tagged_fields_and_untested_versions_go_to_kafka_python() -> None:
                                          records=b"", diverging_epoch=Partition.EpochEndOffset(epoch=1,
                                                                                                 end_offset=2))])])
     assert fast.encode_response(1, 12, tagged) is None
+    R16 = FetchResponse[16]
+    P16 = R16.FetchableTopicResponse.PartitionData
+    hinted = R16(throttle_time_ms=0, error_code=0, session_id=0, responses=[R16.FetchableTopicResponse(
+        topic_id=uuid.uuid4(), partitions=[P16(partition_index=0, error_code=6, high_watermark=-1, last_stable_offset=-1,
+                                               log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1,
+                                               records=b"", current_leader=P16.LeaderIdAndEpoch(leader_id=2,
+                                                                                                 leader_epoch=3))])],
+        node_endpoints=[R16.NodeEndpoint(node_id=2, host="h", port=1, rack=None)])
+    assert fast.encode_response(1, 16, hinted) is None
     P = ProduceResponse[10]
     Part = P.TopicProduceResponse.PartitionProduceResponse
     leader = P(throttle_time_ms=0, responses=[P.TopicProduceResponse(name="t", partition_responses=[

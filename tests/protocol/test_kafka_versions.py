@@ -71,7 +71,7 @@ def test_kafka_3_9_has_no_consumer_group_protocol(start_broker: Callable[..., Br
 def test_kafka_4_0_drops_the_versions_kip_896_removed(start_broker: Callable[..., BrokerThread]) -> None:
     broker = start_broker({"minikafka.kafka.version": "4.0"})
     versions, finalized = advertised(broker)
-    assert (versions[1], versions[3], versions[8], versions[11]) == ((4, 12), (0, 13), (2, 9), (2, 9))
+    assert (versions[1], versions[3], versions[8], versions[11]) == ((4, 17), (0, 13), (2, 9), (2, 9))
     assert versions[0] == (0, 12)  # Produce keeps v0 listed: librdkafka reads its compression support from it
     assert (versions[68], versions[69], finalized) == ((0, 1), (0, 1), ["group.version"])
     assert not fetch_v3(broker)  # below the minimum: the connection is closed

@@ -184,6 +184,25 @@ def test_error_before_on_fetch_makes_the_consumer_retry(minikafka: MiniKafka) ->
     assert got == VALUES
 
 
+@pytest.mark.parametrize("action", ["error_before", "error_after"])
+def test_a_fetch_rule_for_a_topic_matches_fetches_by_topic_id(minikafka: MiniKafka, action: str) -> None:
+    """Fetch v13+ names topics by id (librdkafka sends v16): a rule for a topic name matches them
+    through the topic's id and answers that topic's partitions only."""
+    from tests.fetch_wire import fetch_request, topic_id
+    from tests.kafka_wire import RawClient
+
+    hit, spared = minikafka.new_topic(), minikafka.new_topic()
+    for topic in (hit, spared):
+        send_one_by_one(confluent(minikafka.bootstrap, idempotent=True), topic, VALUES[:1])
+    rule = minikafka.faults.add(action, api="Fetch", topic=hit, error="NOT_LEADER_OR_FOLLOWER", trigger="always")
+    with RawClient(minikafka.bootstrap) as c:
+        ids = {topic_id(c, hit): hit, topic_id(c, spared): spared}
+        answer = c.request(fetch_request(16, [(tid, [0]) for tid in ids]))
+    errors = {ids[t.topic_id]: t.partitions[0].error_code for t in answer.responses}
+    assert errors == {hit: 6, spared: 0}
+    assert rule.fired == 1
+
+
 # ----------------------------------------------------------------------------- delay and close
 
 

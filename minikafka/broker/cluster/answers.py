@@ -9,12 +9,15 @@ https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/meta
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from minikafka.broker.cluster.cluster import ClusterLink
 from minikafka.broker.cluster.partition_state import NO_LEADER
 from minikafka.broker.cluster.placement import PlacementError, check_replication_factor
 from minikafka.errors import ErrorCode, KafkaError
+from minikafka.protocol.fast import make
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,33 @@ def leader_hint(link: ClusterLink, topic: str, partition: int) -> LeaderHint | N
     if part.leader != NO_LEADER:
         endpoint = next((b for b in brokers(link) if b.node_id == part.leader), None)
     return LeaderHint(part.leader, part.leader_epoch, endpoint)
+
+
+def add_leader_hints(link: ClusterLink, response: Any, answered: Iterable[tuple[str, int, Any]],
+                     errors: frozenset[int], leader_class: Any, endpoint_class: Any) -> None:
+    """KIP-951 in a Produce (v10+) or Fetch (v16+) answer: each partition answer of ``answered``
+    (topic name, partition, answer object) whose error is one of ``errors`` names the partition's
+    current leader and epoch (tagged ``current_leader``, left out when both are -1, Kafka's
+    default), and ``response`` lists the endpoints of the leaders named that are up (tagged
+    ``node_endpoints``, left out when empty), so that a client sends its retry there without
+    asking for Metadata first. Kafka: ``KafkaApis.handleProduceRequest`` and
+    ``handleFetchRequest`` with ``getCurrentLeader``,
+    https://github.com/apache/kafka/blob/trunk/core/src/main/scala/kafka/server/KafkaApis.scala."""
+    endpoints: dict[int, BrokerAnswer] = {}
+    for topic, partition, answer in answered:
+        if answer.error_code not in errors:
+            continue
+        hint = leader_hint(link, topic, partition)
+        if hint is None or (hint.leader, hint.leader_epoch) == (-1, -1):
+            continue
+        answer.current_leader = make(leader_class, leader_id=hint.leader, leader_epoch=hint.leader_epoch)
+        answer.tags = {*(answer.tags or ()), "current_leader"}
+        if hint.endpoint is not None:
+            endpoints[hint.endpoint.node_id] = hint.endpoint
+    if endpoints:
+        response.node_endpoints = [make(endpoint_class, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                                   for _, b in sorted(endpoints.items())]
+        response.tags = {*(response.tags or ()), "node_endpoints"}
 
 
 def partitions(link: ClusterLink, topic: str) -> list[PartitionAnswer]:

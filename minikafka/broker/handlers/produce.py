@@ -18,7 +18,7 @@ from minikafka.broker.cluster import answers
 from minikafka.broker.context import CloseConnection, RequestContext
 from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode, KafkaError
-from minikafka.protocol.fast import make, produce_partition_response, produce_response
+from minikafka.protocol.fast import produce_partition_response, produce_response
 from minikafka.storage import legacy
 from minikafka.storage.batch import (
     is_transactional_batch,
@@ -207,30 +207,17 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     return response
 
 
+_HINTED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER})  # Produce v10+ hints only this error (KIP-951)
+
+
 def _add_leader_hints(link: Any, version: int, response: Any) -> None:
-    """KIP-951, as Kafka's ``KafkaApis.handleProduceRequest`` fills it from v10: each partition
-    answered NOT_LEADER_OR_FOLLOWER (before or after the append) names its current leader and
-    epoch (tagged ``current_leader``, left out when both are -1), and the answer lists the
-    endpoints of the leaders named that are up (tagged ``node_endpoints``, left out when empty),
-    so a client can send its retry there without asking for Metadata first."""
+    """Each partition answered NOT_LEADER_OR_FOLLOWER, before or after the append, names its
+    current leader (:func:`answers.add_leader_hints`)."""
     classes = ProduceResponse[version]
-    leader_class = classes.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch
-    endpoints: dict[int, answers.BrokerAnswer] = {}
-    for topic in response.responses:
-        for p in topic.partition_responses:
-            if p.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                continue
-            hint = answers.leader_hint(link, topic.name, p.index)
-            if hint is None or (hint.leader, hint.leader_epoch) == (-1, -1):
-                continue
-            p.current_leader = make(leader_class, leader_id=hint.leader, leader_epoch=hint.leader_epoch)
-            p.tags = {"current_leader"}
-            if hint.endpoint is not None:
-                endpoints[hint.endpoint.node_id] = hint.endpoint
-    if endpoints:
-        response.node_endpoints = [make(classes.NodeEndpoint, node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                                   for _, b in sorted(endpoints.items())]
-        response.tags = {"node_endpoints"}
+    answered = ((topic.name, p.index, p) for topic in response.responses for p in topic.partition_responses)
+    answers.add_leader_hints(link, response, answered, _HINTED,
+                             classes.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch,
+                             classes.NodeEndpoint)
 
 
 async def _await_replicas(replicas: Any, version: int, topics_out: list[tuple[str, list[Any]]],
