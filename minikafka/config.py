@@ -55,6 +55,7 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.heartbeat.interval.ms": (int, 5000),
     "group.consumer.max.size": (int, 2147483647),
     "group.consumer.assignors": (str, "uniform,range"),
+    "group.consumer.regex.refresh.interval.ms": (int, 600000),
     "offsets.retention.minutes": (int, 10080),
     "offsets.retention.check.interval.ms": (int, 600000),
     "offsets.topic.segment.bytes": (int, 104857600),
@@ -157,6 +158,7 @@ BROKER_SETTING_MINIMUM: dict[str, int] = {
     "group.consumer.session.timeout.ms": 1,
     "group.consumer.heartbeat.interval.ms": 1,
     "group.consumer.max.size": 1,
+    "group.consumer.regex.refresh.interval.ms": 10000,  # Kafka's lower limit
     "offsets.retention.minutes": 1,
     "offsets.retention.check.interval.ms": 1,
     "offsets.topic.segment.bytes": 1,
