@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from kafka.protocol.admin import DeleteTopicsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
@@ -283,6 +284,52 @@ def test_regex_subscription_and_topics_created_later(start_broker: Callable[...,
     assert resolved_regexes(broker, "g") == {"orders-.*": ("orders-1", "orders-2")}
     with RawClient(broker.bootstrap) as c:
         assert describe(c, "g")[0].group_epoch == 3
+
+
+def test_regex_refresh_interval_and_a_deleted_topic(start_broker: Callable[..., BrokerThread]) -> None:
+    """A deleted topic starts no resolution (it leaves the subscribed metadata: the group epoch
+    is bumped and its partitions go); ``group.consumer.regex.refresh.interval.ms`` after the last
+    resolution a heartbeat resolves again, which bumps the group epoch only when the regex's topics
+    changed."""
+    broker = start_broker({**CONFIG, "group.consumer.session.timeout.ms": "60000",
+                           "group.consumer.regex.refresh.interval.ms": "20000"})
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "orders-1", 1)
+        create_topic(c, "orders-2", 1)
+        first, second = topic_id(broker, "orders-1"), topic_id(broker, "orders-2")
+        r = join(c, "g", "m", [], regex="orders-.*")
+        r = beat_until(c, "g", "m", r.member_epoch, {first: [0], second: [0]})
+        r = beat(c, "g", "m", r.member_epoch, owned={first: [0], second: [0]})
+        deleted = c.request(DeleteTopicsRequest[4](topic_names=["orders-2"], timeout_ms=1000))
+        assert deleted.responses[0].error_code == NONE
+        r = beat_until(c, "g", "m", r.member_epoch, {first: [0]})  # orders-2's partition revoked
+        r = beat(c, "g", "m", r.member_epoch, owned={first: [0]})
+        assert (r.error_code, r.member_epoch) == (NONE, 3)  # bumped for the metadata, not by a resolution:
+        assert resolved_regexes(broker, "g") == {"orders-.*": ("orders-1", "orders-2")}
+        stamp = resolved_stamp(broker, "g", "orders-.*")
+        assert broker.broker is not None
+        with clock_ahead(broker.broker, 20_001):
+            beat(c, "g", "m", r.member_epoch)
+            wait_for(lambda: resolved_stamp(broker, "g", "orders-.*") > stamp)
+            assert resolved_regexes(broker, "g") == {"orders-.*": ("orders-1",)}
+            assert describe(c, "g")[0].group_epoch == 4  # the regex matches other topics now
+            r = beat(c, "g", "m", r.member_epoch)
+            assert (r.member_epoch, assigned(r)) == (4, None)
+        stamp = resolved_stamp(broker, "g", "orders-.*")
+        with clock_ahead(broker.broker, 40_002):
+            beat(c, "g", "m", r.member_epoch)
+            wait_for(lambda: resolved_stamp(broker, "g", "orders-.*") > stamp)
+            assert resolved_regexes(broker, "g") == {"orders-.*": ("orders-1",)}
+            assert describe(c, "g")[0].group_epoch == 4  # the same topics: no new epoch
+
+
+def resolved_stamp(broker: BrokerThread, group: str, regex: str) -> int:
+    """When the group's regex was last resolved (the timestamp of its record)."""
+    def read() -> int:
+        assert broker.broker is not None and broker.broker.groups is not None
+        return broker.broker.groups.consumer.groups[group].regexes[regex].timestamp
+    result: int = broker.call(read)
+    return result
 
 
 def test_a_regex_the_group_resolved_already_is_assigned_at_once(cg_broker: BrokerThread) -> None:
