@@ -68,6 +68,7 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.share.max.record.lock.duration.ms": (int, 60000),
     "group.consumer.max.size": (int, 2147483647),
     "group.consumer.assignors": (str, "uniform,range"),
+    "group.consumer.regex.refresh.interval.ms": (int, 600000),
     "offsets.retention.minutes": (int, 10080),
     "offsets.retention.check.interval.ms": (int, 600000),
     "offsets.topic.segment.bytes": (int, 104857600),
@@ -176,6 +177,7 @@ BROKER_SETTING_MINIMUM: dict[str, int] = {
        ("share", "record.lock.duration.ms")) for bound in ("min", "max")},
     "group.share.record.lock.duration.ms": 1000,
     "group.consumer.max.size": 1,
+    "group.consumer.regex.refresh.interval.ms": 10000,  # Kafka's lower limit
     "offsets.retention.minutes": 1,
     "offsets.retention.check.interval.ms": 1,
     "offsets.topic.segment.bytes": 1,

@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from minikafka.broker.embedded import BrokerThread
 from tests.groups.consumer_group_wire import describe
 from tests.kafka_wire import RawClient
-from tests.scenario_helpers import create_topic
+from tests.scenario_helpers import clock_ahead, create_topic
 
 SESSION_MS = 2000
 CONFIG = {"group.consumer.session.timeout.ms": str(SESSION_MS), "group.consumer.heartbeat.interval.ms": "100"}
@@ -218,8 +218,11 @@ def test_static_member_gets_its_partitions_back_without_a_rebalance(cg_broker: B
         again.close()
 
 
-def test_regex_subscription_picks_up_a_topic_created_later(cg_broker: BrokerThread) -> None:
-    bootstrap = cg_broker.bootstrap
+def test_regex_subscription_picks_up_a_topic_created_later(start_broker: Callable[..., BrokerThread]) -> None:
+    """The broker resolves the regex again once a topic was created, at least 10 s (broker clock)
+    after its last resolution, as Kafka does; the session outlives that jump of the clock."""
+    broker = start_broker({**CONFIG, "group.consumer.session.timeout.ms": "60000"})
+    bootstrap = broker.bootstrap
     with RawClient(bootstrap) as c:
         create_topic(c, "orders-eu", 1)
         member = Member(bootstrap, "g", ["^orders-.*"])
@@ -227,7 +230,9 @@ def test_regex_subscription_picks_up_a_topic_created_later(cg_broker: BrokerThre
             poll_until([member], lambda: member.partitions() == {("orders-eu", 0)})
             create_topic(c, "orders-us", 2)
             produce(bootstrap, "orders-us", [b"x", b"y"], 2)
-            poll_until([member], lambda: sorted(member.got) == [b"x", b"y"])
+            assert broker.broker is not None
+            with clock_ahead(broker.broker, 10_001):
+                poll_until([member], lambda: sorted(member.got) == [b"x", b"y"])
             assert member.partitions() == {("orders-eu", 0), ("orders-us", 0), ("orders-us", 1)}
         finally:
             member.close()

@@ -11,8 +11,10 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from kafka.protocol.admin import DeleteTopicsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
@@ -228,19 +230,122 @@ def test_range_assignor_and_new_partitions(cg_broker: BrokerThread) -> None:
         assert describe(c, "g")[0].assignor_name == "range"
 
 
-def test_regex_subscription_and_topics_created_later(cg_broker: BrokerThread) -> None:
-    with RawClient(cg_broker.bootstrap) as c:
+def resolved_regexes(broker: BrokerThread, group: str) -> dict[str, tuple[str, ...]]:
+    """The group's resolved regular expressions (from its records), regex -> topics."""
+    def read() -> dict[str, tuple[str, ...]]:
+        assert broker.broker is not None and broker.broker.groups is not None
+        return {r: v.topics for r, v in broker.broker.groups.consumer.groups[group].regexes.items()}
+    result: dict[str, tuple[str, ...]] = broker.call(read)
+    return result
+
+
+def beat_until(c: RawClient, group: str, member: str, epoch: int, want: dict[uuid.UUID, list[int]]) -> Any:
+    """Heartbeat (acking what each response assigns) until the response assigns ``want``."""
+    found: list[Any] = []
+
+    def assigns_want() -> bool:
+        r = beat(c, group, member, found[-1].member_epoch if found else epoch,
+                 owned=assigned(found[-1]) if found and found[-1].assignment is not None else None)
+        assert r.error_code == NONE
+        found.append(r)
+        return assigned(r) == want
+    wait_for(assigns_want)
+    return found[-1]
+
+
+def test_regex_subscription_and_topics_created_later(start_broker: Callable[..., BrokerThread]) -> None:
+    """As Kafka: a regex new to the group is resolved in the background, after the heartbeat that
+    brings it (which gets only the named topics); a topic created later is picked up by the next
+    resolution, at least 10 s after the last one; the resolutions are records, kept on restart."""
+    broker = start_broker({**CONFIG, "group.consumer.session.timeout.ms": "60000"})  # outlives clock_ahead
+    with RawClient(broker.bootstrap) as c:
         create_topic(c, "orders-1", 1)
         create_topic(c, "other", 1)
-        r = join(c, "g", "m", [], regex="orders-.*")
-        first = topic_id(cg_broker, "orders-1")
-        assert assigned(r) == {first: [0]}
-        beat(c, "g", "m", r.member_epoch, owned={first: [0]})
+        first, other = topic_id(broker, "orders-1"), topic_id(broker, "other")
+        r = join(c, "g", "m", ["other"], regex="orders-.*")
+        assert (r.error_code, r.member_epoch, assigned(r)) == (NONE, 1, {other: [0]})  # the regex: not yet
+        r = beat_until(c, "g", "m", r.member_epoch, {other: [0], first: [0]})
+        assert r.member_epoch == 2  # the resolution bumped the group epoch
+        assert resolved_regexes(broker, "g") == {"orders-.*": ("orders-1",)}
+        r = beat(c, "g", "m", r.member_epoch, owned={other: [0], first: [0]})
         create_topic(c, "orders-2", 2)
-        later = beat(c, "g", "m", r.member_epoch)
-        assert assigned(later) == {first: [0], topic_id(cg_broker, "orders-2"): [0, 1]}
+        second = topic_id(broker, "orders-2")
+        r = beat(c, "g", "m", r.member_epoch)
+        assert (r.error_code, r.member_epoch, assigned(r)) == (NONE, 2, None)  # within 10 s: no resolution
+        assert describe(c, "g")[0].group_epoch == 2
+        assert broker.broker is not None
+        with clock_ahead(broker.broker, 10_001):
+            r = beat_until(c, "g", "m", r.member_epoch, {other: [0], first: [0], second: [0, 1]})
+        assert r.member_epoch == 3
+        assert resolved_regexes(broker, "g") == {"orders-.*": ("orders-1", "orders-2")}
         [member] = describe(c, "g")[0].members
-        assert (member.subscribed_topic_regex, member.subscribed_topic_names) == ("orders-.*", [])
+        assert (member.subscribed_topic_regex, member.subscribed_topic_names) == ("orders-.*", ["other"])
+    broker.restart(clean=False)
+    assert resolved_regexes(broker, "g") == {"orders-.*": ("orders-1", "orders-2")}
+    with RawClient(broker.bootstrap) as c:
+        assert describe(c, "g")[0].group_epoch == 3
+
+
+def test_regex_refresh_interval_and_a_deleted_topic(start_broker: Callable[..., BrokerThread]) -> None:
+    """A deleted topic starts no resolution (it leaves the subscribed metadata: the group epoch
+    is bumped and its partitions go); ``group.consumer.regex.refresh.interval.ms`` after the last
+    resolution a heartbeat resolves again, which bumps the group epoch only when the regex's topics
+    changed."""
+    broker = start_broker({**CONFIG, "group.consumer.session.timeout.ms": "60000",
+                           "group.consumer.regex.refresh.interval.ms": "20000"})
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, "orders-1", 1)
+        create_topic(c, "orders-2", 1)
+        first, second = topic_id(broker, "orders-1"), topic_id(broker, "orders-2")
+        r = join(c, "g", "m", [], regex="orders-.*")
+        r = beat_until(c, "g", "m", r.member_epoch, {first: [0], second: [0]})
+        r = beat(c, "g", "m", r.member_epoch, owned={first: [0], second: [0]})
+        deleted = c.request(DeleteTopicsRequest[4](topic_names=["orders-2"], timeout_ms=1000))
+        assert deleted.responses[0].error_code == NONE
+        r = beat_until(c, "g", "m", r.member_epoch, {first: [0]})  # orders-2's partition revoked
+        r = beat(c, "g", "m", r.member_epoch, owned={first: [0]})
+        assert (r.error_code, r.member_epoch) == (NONE, 3)  # bumped for the metadata, not by a resolution:
+        assert resolved_regexes(broker, "g") == {"orders-.*": ("orders-1", "orders-2")}
+        stamp = resolved_stamp(broker, "g", "orders-.*")
+        assert broker.broker is not None
+        with clock_ahead(broker.broker, 20_001):
+            beat(c, "g", "m", r.member_epoch)
+            wait_for(lambda: resolved_stamp(broker, "g", "orders-.*") > stamp)
+            assert resolved_regexes(broker, "g") == {"orders-.*": ("orders-1",)}
+            assert describe(c, "g")[0].group_epoch == 4  # the regex matches other topics now
+            r = beat(c, "g", "m", r.member_epoch)
+            assert (r.member_epoch, assigned(r)) == (4, None)
+        stamp = resolved_stamp(broker, "g", "orders-.*")
+        with clock_ahead(broker.broker, 40_002):
+            beat(c, "g", "m", r.member_epoch)
+            wait_for(lambda: resolved_stamp(broker, "g", "orders-.*") > stamp)
+            assert resolved_regexes(broker, "g") == {"orders-.*": ("orders-1",)}
+            assert describe(c, "g")[0].group_epoch == 4  # the same topics: no new epoch
+
+
+def resolved_stamp(broker: BrokerThread, group: str, regex: str) -> int:
+    """When the group's regex was last resolved (the timestamp of its record)."""
+    def read() -> int:
+        assert broker.broker is not None and broker.broker.groups is not None
+        return broker.broker.groups.consumer.groups[group].regexes[regex].timestamp
+    result: int = broker.call(read)
+    return result
+
+
+def test_a_regex_the_group_resolved_already_is_assigned_at_once(cg_broker: BrokerThread) -> None:
+    """A second member with the same regex needs no resolution: its join bumps the group epoch and
+    the target covers the regex's topics; when the last user leaves, the resolution is tombstoned."""
+    with RawClient(cg_broker.bootstrap) as c:
+        create_topic(c, "orders-1", 2)
+        tid = topic_id(cg_broker, "orders-1")
+        r = join(c, "g", "a", [], regex="orders-.*")
+        a = beat_until(c, "g", "a", r.member_epoch, {tid: [0, 1]})
+        b = join(c, "g", "b", [], regex="orders-.*")
+        assert (b.error_code, b.member_epoch) == (NONE, a.member_epoch + 1)
+        assert describe(c, "g")[0].assignment_epoch == a.member_epoch + 1  # target computed on b's join
+        for member in ("a", "b"):
+            assert beat(c, "g", member, -1).error_code == NONE
+        assert resolved_regexes(cg_broker, "g") == {}
 
 
 def test_restart_keeps_the_group(cg_broker: BrokerThread) -> None:

@@ -3,10 +3,11 @@ timeouts, and fencing (Kafka's ``GroupMetadataManager.consumerGroupHeartbeat``,
 https://github.com/apache/kafka/blob/trunk/group-coordinator/src/main/java/org/apache/kafka/coordinator/group/GroupMetadataManager.java).
 
 One heartbeat: validate (Kafka's checks and codes, in its order), find or create the group and
-the member, apply the fields the request carries (a null field means "unchanged"), resolve the
-group's regular expressions against the topics, bump the group epoch when the subscriptions or
-the subscribed topics' metadata changed, recompute the target assignment when the assignment
-epoch is behind, take this member one reconciliation step (:mod:`.reconciliation`). Everything
+the member, apply the fields the request carries (a null field means "unchanged"), note a change
+of regular expression (resolved in the background, :mod:`.consumer_regex`), bump the group epoch
+when the subscriptions or the subscribed topics' metadata changed, recompute the target
+assignment when the assignment epoch is behind, take this member one reconciliation step
+(:mod:`.reconciliation`). Everything
 the heartbeat changes is a list of records (:mod:`.consumer_records`) appended to the group's
 partition of ``__consumer_offsets`` as one batch; memory changes only by replaying them
 (:meth:`ConsumerGroup.replay`), so an error or a failed append changes nothing and a restart
@@ -17,8 +18,8 @@ group starts at epoch 0 and its first heartbeat bumps it (4.0/4.1); an epoch-0 h
 known member id is a rejoin, not fenced (4.2+, so clients that were fenced rejoin with the same
 id); a member leaving revocation keeps its epoch (4.2+); a subscribed-metadata hash is kept in
 the group's epoch record (4.1+; minikafka's own 64-bit hash, not Kafka's XXH3); regular
-expressions are resolved inline on every heartbeat when the topic names changed (Kafka resolves
-asynchronously at most every 10 s), with Python's ``re.fullmatch`` (Kafka: RE2/J, whole name).
+expressions are refreshed every ``group.consumer.regex.refresh.interval.ms`` besides when topics
+are created (4.1+).
 
 Timers are deadlines on the broker clock, checked by a sweep every 100 ms: a member's session
 (the group's ``consumer.session.timeout.ms`` or else ``group.consumer.session.timeout.ms``, re-armed
@@ -32,7 +33,6 @@ import asyncio
 import base64
 import hashlib
 import logging
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -48,7 +48,6 @@ from minikafka.broker.groups.consumer_group import (
 from minikafka.broker.groups.consumer_records import (
     CURRENT_ASSIGNMENT,
     MEMBER_METADATA,
-    REGULAR_EXPRESSION,
     STABLE,
     TARGET_MEMBER,
     TARGET_METADATA,
@@ -61,11 +60,11 @@ from minikafka.broker.groups.consumer_records import (
     ResolvedRegex,
     TargetAssignment,
 )
+from minikafka.broker.groups.consumer_regex import RegexRefresh, invalid_regex, resolve
 from minikafka.broker.groups.reconciliation import next_assignment
 from minikafka.broker.groups.records import group_key
 from minikafka.broker.groups.table import GroupTable
 from minikafka.broker.internal_records import RecordFormatError, append_error
-from minikafka.broker.topics import is_internal
 from minikafka.errors import ErrorCode, KafkaError
 from minikafka.protocol.kafka_versions import RELEASES
 
@@ -140,9 +139,11 @@ class ConsumerGroups:
     """The consumer groups of ``table`` (a part of the group coordinator)."""
 
     def __init__(self, table: GroupTable, topics: Callable[[], Mapping[str, TopicInfo]], *,
-                 configs: GroupConfigs, max_size: int, assignors: tuple[str, ...], enabled: bool) -> None:
+                 configs: GroupConfigs, max_size: int, assignors: tuple[str, ...], enabled: bool,
+                 regex_refresh_ms: int = 600_000) -> None:
         self._table = table
         self._topics = topics
+        self._regex = RegexRefresh(regex_refresh_ms)
         self.configs = configs  # each group's session timeout and heartbeat interval
         self.max_size = max_size
         self.assignors = assignors
@@ -161,7 +162,8 @@ class ConsumerGroups:
                    max_size=int(config.get("group.consumer.max.size")),
                    assignors=tuple(a.strip() for a in str(config.get("group.consumer.assignors")).split(",")
                                    if a.strip()),
-                   enabled="consumer" in protocols and (kafka is None or kafka.consumer_protocol))
+                   enabled="consumer" in protocols and (kafka is None or kafka.consumer_protocol),
+                   regex_refresh_ms=int(config.get("group.consumer.regex.refresh.interval.ms")))
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -400,11 +402,10 @@ class ConsumerGroups:
         previous = member.current  # the replay below changes the stored member
         regex = old.regex if hb.regex is None else (hb.regex or None)
         if regex and regex != old.regex and group.regex_users(regex) == 0:
-            try:
-                re.compile(regex)
-            except re.error as exc:
+            why = invalid_regex(regex)
+            if why is not None:
                 return fail(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}.")
+                            f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {why}.")
         sub = MemberSubscription(
             hb.instance_id if hb.instance_id is not None else old.instance_id,
             hb.rack_id if hb.rack_id is not None else old.rack_id, hb.client_id, hb.client_host,
@@ -425,10 +426,11 @@ class ConsumerGroups:
                    if replaced is None or m.member_id != replaced.member_id}
         members[member_id] = updated
         topics = self._topics()
-        bump = sub.topic_names != old.topic_names or sub.regex != old.regex or group.epoch == 0
-        regex_records, regexes = self._resolve_regexes(group, members, topics)
-        records += regex_records
-        bump = bump or bool(regex_records)
+        update = self._regex.on_heartbeat(group, old.regex, sub.regex, topics, self._table.now())
+        records += update.records
+        dropped = {r.key.sub for r in update.records}
+        regexes = {r: v for r, v in group.regexes.items() if r not in dropped}
+        bump = sub.topic_names != old.topic_names or update.bump or group.epoch == 0
         metadata_hash = self._metadata_hash(group, list(members.values()), regexes)
         epoch = group.epoch
         if bump or metadata_hash != group.metadata_hash:
@@ -451,6 +453,9 @@ class ConsumerGroups:
         error = await self._write(group, records, replaces_classic)
         if error:
             return fail(error)
+        if update.refresh is not None:
+            self._regex.pending.add(group.group_id)
+            asyncio.get_running_loop().call_soon(self._resolve_regexes, group.group_id, update.refresh)
         if replaced is not None:
             log.info("consumer group %r: static member %r replaces %r (instance %r)", group.group_id, member_id,
                      replaced.member_id, hb.instance_id)
@@ -472,30 +477,24 @@ class ConsumerGroups:
 
     # ------------------------------------------------------------------ subscriptions and targets
 
-    def _resolve_regexes(self, group: ConsumerGroup, members: dict[str, ConsumerMember],
-                         topics: Mapping[str, TopicInfo]) -> tuple[list[ConsumerRecord], dict[str, ResolvedRegex]]:
-        """Records for regexes newly resolved, resolved differently, or no longer used; and the
-        resolutions after them."""
-        in_use = {m.subscription.regex for m in members.values() if m.subscription.regex}
-        names = frozenset(topics)
-        records: list[ConsumerRecord] = []
-        regexes = {r: v for r, v in group.regexes.items() if r in in_use}
-        for gone in set(group.regexes) - in_use:
-            records.append(ConsumerRecord(group.key(REGULAR_EXPRESSION, gone), None))
-        if in_use - set(group.regexes) or names != group.regex_topics_seen:
-            now = self._table.now()
-            for regex in sorted(in_use):
-                try:
-                    pattern = re.compile(regex)
-                except re.error:
-                    continue  # another member's regex, refused when it was new
-                matched = tuple(sorted(n for n in names if not is_internal(n) and pattern.fullmatch(n)))
-                known = regexes.get(regex)
-                if known is None or known.topics != matched:
-                    regexes[regex] = ResolvedRegex(matched, len(names), now)
-                    records.append(ConsumerRecord(group.key(REGULAR_EXPRESSION, regex), regexes[regex]))
-            group.regex_topics_seen = names
-        return records, regexes
+    def _resolve_regexes(self, group_id: str, regexes: frozenset[str]) -> None:
+        """The background resolution a heartbeat asked for: a record per regex the group still
+        uses and, when what they match changed, a group epoch bump (the members get the new
+        target on their next heartbeats)."""
+        self._regex.pending.discard(group_id)
+        group = self.groups.get(group_id)
+        if group is None or not self._table.active:
+            return
+        topics, now = self._topics(), self._table.now()
+        version = self._regex.observe(topics, now)
+        records, after, changed = self._regex.results(group, resolve(regexes, topics, version, now))
+        metadata_hash = self._metadata_hash(group, list(group.members.values()), after)
+        if changed or metadata_hash != group.metadata_hash:
+            records.append(with_epoch_record(group, group.epoch + 1, metadata_hash))
+            log.info("consumer group %r: regular expressions resolved (%s); group epoch %d", group_id,
+                     ", ".join(f"{r} -> {len(after[r].topics)} topic(s)" for r in sorted(regexes) if r in after),
+                     group.epoch + 1)
+        self._append(group, records)
 
     def _subscribed(self, member: ConsumerMember, regexes: Mapping[str, ResolvedRegex]) -> set[str]:
         names = set(member.subscription.topic_names)

@@ -78,8 +78,6 @@ class ConsumerGroup:
     regexes: dict[str, ResolvedRegex] = field(default_factory=dict)
     #: False once record 3 is tombstoned (the group was deleted)
     exists: bool = True
-    #: the topic-name snapshot the regexes were last resolved against (not stored)
-    regex_topics_seen: frozenset[str] | None = None
 
     # ------------------------------------------------------------------ replay
 
