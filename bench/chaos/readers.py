@@ -100,8 +100,11 @@ class KafkaPythonReader(GroupReader):
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    """Each partition's high watermark, asked of the broker (retried while it recovers)."""
-    consumer = Consumer({**CLIENT_CONFIG, "bootstrap.servers": bootstrap, "group.id": "chaos-drain"})
+    """Each partition's high watermark, asked of the broker (retried while it recovers). The
+    consumer reads uncommitted: librdkafka's default, read_committed, would ask for the last
+    stable offset, and a drain that stopped there would miss what an open transaction holds back."""
+    consumer = Consumer({**CLIENT_CONFIG, "bootstrap.servers": bootstrap, "group.id": "chaos-drain",
+                         "isolation.level": "read_uncommitted"})
     try:
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
                 for p in range(partitions)}
