@@ -35,6 +35,7 @@ from minikafka.storage.dir_lock import DataDirLock
 from minikafka.storage.producer_ids import ProducerIdAllocator
 
 if TYPE_CHECKING:
+    from minikafka.broker.cluster.replica_manager import ReplicaManager
     from minikafka.broker.server import Broker
 
 log = logging.getLogger(__name__)
@@ -343,9 +344,9 @@ class Cluster:
         when it starts (:meth:`ReplicaManager.start`)."""
         self.controller.delete_topic(name)
         self.metadata.save(self.controller)
-        for node_id, broker in self.brokers.items():
-            if broker.started and broker.replicas is not None and node_id not in self.cut_from_controller:
-                broker.replicas.forget_topic(name)
+        for replicas in self._listening_replicas():
+            replicas.forget_topic(name)
+        for broker in self.brokers.values():
             if broker.started and broker.groups is not None:  # committed offsets go with the topic, as in Kafka
                 broker.groups.offsets.on_topic_deleted(name)
         log.info("cluster: deleted topic %s", name)
@@ -359,9 +360,8 @@ class Cluster:
         leaderless partitions. Raises PlacementError for an unknown topic."""
         self.controller.set_topic_configs(name, configs)
         self.metadata.save(self.controller)
-        for node_id, broker in self.brokers.items():
-            if broker.started and broker.replicas is not None and node_id not in self.cut_from_controller:
-                broker.replicas.topic_configs_changed(name)
+        for replicas in self._listening_replicas():
+            replicas.topic_configs_changed(name)
         self.controller.elect_leaderless(name)
         log.info("cluster: topic %s overrides now %s", name, configs)
 
@@ -391,9 +391,13 @@ class Cluster:
         each change."""
         self.metadata.save(self.controller)
         for change in changes:
-            for node_id, broker in self.brokers.items():
-                if broker.started and broker.replicas is not None and node_id not in self.cut_from_controller:
-                    broker.replicas.apply(change)
+            for replicas in self._listening_replicas():
+                replicas.apply(change)
+
+    def _listening_replicas(self) -> list[ReplicaManager]:
+        """The replica managers of the running brokers that hear the controller (not cut off)."""
+        return [broker.replicas for node_id, broker in self.brokers.items()
+                if broker.started and broker.replicas is not None and node_id not in self.cut_from_controller]
 
     def _unclean_allowed(self, topic: str) -> bool:
         overrides = self.controller.topics[topic].configs if topic in self.controller.topics else {}
